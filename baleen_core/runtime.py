@@ -1,0 +1,40 @@
+"""Safe process defaults, applied before Prefect, GX or Hugging Face are imported.
+
+A plain run must never reach for the network: telemetry is off, Hugging Face is offline, and
+Prefect keeps its home (SQLite database, settings) inside the project unless the user set one.
+Values the user already exported win; we only fill in what is unset.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Environment defaults and why each one is needed.
+SAFE_DEFAULTS: dict[str, str] = {
+    "DO_NOT_TRACK": "1",  # Prefect and others honour this telemetry opt-out
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "GX_ANALYTICS_ENABLED": "false",  # great-expectations posts usage events otherwise
+    "HF_HUB_OFFLINE": "1",  # weights come from local paths or installed packages, never a hub
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TOKENIZERS_PARALLELISM": "false",  # avoids fork warnings/deadlocks under Prefect's threads
+    # The ephemeral Prefect server needs more than the default 20 s to start on 2 slow cores.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_LOGGING_LEVEL": "INFO",
+}
+
+
+def baleen_home() -> Path:
+    """Project-local working directory (store, Prefect home): $BALEEN_HOME or ./.baleen."""
+    return Path(os.environ.get("BALEEN_HOME", ".baleen")).expanduser().resolve()
+
+
+def apply_runtime_defaults() -> None:
+    """Fill in the safe defaults; idempotent, and never overrides what the user exported."""
+    for key, value in SAFE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    if "PREFECT_HOME" not in os.environ and "PREFECT_API_URL" not in os.environ:
+        home = baleen_home() / "prefect"
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["PREFECT_HOME"] = str(home)

@@ -1,0 +1,34 @@
+"""Every artifact's columns, defined once.
+
+Each artifact is a set of Parquet files plus a manifest (see ``baleen_storage``). Its schema lives
+here as an :class:`ArtifactSchema`; writers, readers, validation gates and the DuckDB catalog all
+take columns from this module, so a column is renamed in exactly one place.
+"""
+
+from baleen_schemas.artifacts import (
+    ARTIFACTS,
+    CLAIMS,
+    GOLD_FACTS,
+    HOP_RANGE,
+    LABELS,
+    PASSAGES,
+    REJECTS,
+    SENTENCES,
+    ArtifactSchema,
+    RejectReason,
+    artifact_schema,
+)
+
+__all__ = [
+    "ARTIFACTS",
+    "CLAIMS",
+    "GOLD_FACTS",
+    "HOP_RANGE",
+    "LABELS",
+    "PASSAGES",
+    "REJECTS",
+    "SENTENCES",
+    "ArtifactSchema",
+    "RejectReason",
+    "artifact_schema",
+]

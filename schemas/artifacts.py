@@ -1,0 +1,163 @@
+"""pyarrow schemas of the corpus and claims artifacts.
+
+A schema's ``version`` goes into every manifest and into the step fingerprints: bump it when the
+columns change, and artifacts written under the old version are recomputed instead of reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pyarrow as pa
+
+#: HoVer's labels. The test release has no labels, so ``claims.label`` may be null there.
+LABELS = ("SUPPORTED", "NOT_SUPPORTED")
+#: HoVer claims need 2, 3 or 4 supporting documents.
+HOP_RANGE = (2, 4)
+
+
+def _col(name: str, type_: pa.DataType, doc: str, nullable: bool = False) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class ArtifactSchema:
+    """One artifact: its name, schema version, columns and unique key."""
+
+    name: str
+    version: int
+    schema: pa.Schema
+    key: tuple[str, ...]
+    description: str
+    #: Rows are sorted by these columns within a write (helps DuckDB's zone maps).
+    sort_by: tuple[str, ...] = field(default=())
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    def column_doc(self, column: str) -> str:
+        meta = self.schema.field(column).metadata or {}
+        return meta.get(b"doc", b"").decode()
+
+    def empty_table(self) -> pa.Table:
+        return self.schema.empty_table()
+
+
+class RejectReason(str, Enum):
+    """Why a row was quarantined in ``rejects`` instead of reaching its artifact."""
+
+    INVALID_JSON = "invalid_json"
+    INVALID_UTF8 = "invalid_utf8"
+    MISSING_FIELD = "missing_field"
+    WRONG_TYPE = "wrong_type"
+    EMPTY_TITLE = "empty_title"
+    EMPTY_TEXT = "empty_text"
+    DUPLICATE_TITLE = "duplicate_title"
+    DUPLICATE_UID = "duplicate_uid"
+    INVALID_LABEL = "invalid_label"
+    INVALID_NUM_HOPS = "invalid_num_hops"
+    UNKNOWN_TITLE = "unknown_title"
+    SID_OUT_OF_RANGE = "sid_out_of_range"
+    DUPLICATE_FACT = "duplicate_fact"
+
+
+PASSAGES = ArtifactSchema(
+    name="passages",
+    version=1,
+    description="One row per corpus passage (a Wikipedia intro), after merging all sources.",
+    key=("pid",),
+    schema=pa.schema(
+        [
+            _col("pid", pa.int64(), "Stable passage id: 63-bit hash of the NFC-normalised title."),
+            _col("title", pa.string(), "NFC-normalised title; the join key with HoVer facts."),
+            _col("source", pa.string(), "Source name, e.g. 'abstracts' or 'beir'."),
+            _col("source_id", pa.string(), "The record's id in its source file.", nullable=True),
+            _col("source_file", pa.string(), "File the passage was read from, relative to its source root."),
+            _col("source_line", pa.int64(), "1-based line of that file."),
+            _col("n_sentences", pa.int32(), "Number of sentences; sentence ids run 0..n_sentences-1."),
+            _col("n_chars", pa.int32(), "Characters of text over all sentences."),
+        ]
+    ),
+)
+
+SENTENCES = ArtifactSchema(
+    name="sentences",
+    version=1,
+    description="One row per sentence; (pid, sid) is HoVer's (title, sentence index).",
+    key=("pid", "sid"),
+    sort_by=("pid", "sid"),
+    schema=pa.schema(
+        [
+            _col("pid", pa.int64(), "Passage id (passages.pid)."),
+            _col("sid", pa.int32(), "Sentence index inside the passage, from 0."),
+            _col("text", pa.string(), "Sentence text, whitespace-trimmed (may be '' to keep ids aligned)."),
+        ]
+    ),
+)
+
+CLAIMS = ArtifactSchema(
+    name="claims",
+    version=1,
+    description="One row per HoVer claim; flagged, never dropped, when some gold facts do not resolve.",
+    key=("uid",),
+    schema=pa.schema(
+        [
+            _col("uid", pa.string(), "HoVer claim uid."),
+            _col("claim", pa.string(), "Claim text."),
+            _col("label", pa.string(), "SUPPORTED or NOT_SUPPORTED (null in an unlabelled test split).", nullable=True),
+            _col("num_hops", pa.int8(), "Number of supporting documents HoVer gives (2-4)."),
+            _col("split", pa.string(), "train, dev or test (from the file it came from)."),
+            _col("hpqa_id", pa.string(), "HotpotQA question the claim was built from.", nullable=True),
+            _col("n_facts", pa.int16(), "Supporting facts listed upstream."),
+            _col("n_resolved_facts", pa.int16(), "Of those, facts that resolved to a corpus sentence."),
+            _col("n_gold_passages", pa.int16(), "Distinct passages among the resolved facts."),
+            _col("resolved", pa.bool_(), "True when every listed fact resolved (use only these for training)."),
+        ]
+    ),
+)
+
+GOLD_FACTS = ArtifactSchema(
+    name="gold_facts",
+    version=1,
+    description="One row per supporting fact that resolved to a corpus sentence.",
+    key=("uid", "pid", "sid"),
+    sort_by=("uid", "pid", "sid"),
+    schema=pa.schema(
+        [
+            _col("uid", pa.string(), "Claim uid (claims.uid)."),
+            _col("title", pa.string(), "NFC-normalised title of the supporting passage."),
+            _col("sid", pa.int32(), "Sentence index inside that passage."),
+            _col("pid", pa.int64(), "Passage id the title resolved to (passages.pid)."),
+        ]
+    ),
+)
+
+REJECTS = ArtifactSchema(
+    name="rejects",
+    version=1,
+    description="Quarantined input rows with the reason; input rows = output rows + rejects, always.",
+    key=("artifact", "source_file", "line", "key"),
+    schema=pa.schema(
+        [
+            _col("artifact", pa.string(), "Artifact the row was meant for (passages, claims, gold_facts)."),
+            _col("reason", pa.string(), "A RejectReason value."),
+            _col("source_file", pa.string(), "Input file, relative to its source root."),
+            _col("line", pa.int64(), "1-based line (or list position for JSON arrays) in that file."),
+            _col("key", pa.string(), "What the row was about: a title, a uid, 'uid|title|sid'."),
+            _col("detail", pa.string(), "Human-readable explanation: what to fix."),
+            _col("record", pa.string(), "The offending input, truncated to 500 characters.", nullable=True),
+        ]
+    ),
+)
+
+ARTIFACTS: dict[str, ArtifactSchema] = {a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS)}
+
+
+def artifact_schema(name: str) -> ArtifactSchema:
+    """The schema registered under ``name``; a clear error lists the known ones."""
+    try:
+        return ARTIFACTS[name]
+    except KeyError:
+        raise KeyError(f"unknown artifact {name!r}; known artifacts: {', '.join(sorted(ARTIFACTS))}") from None

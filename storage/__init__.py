@@ -1,0 +1,23 @@
+"""The artifact store: the one place that reads and writes artifacts (see ``store.py``)."""
+
+from baleen_storage.store import (
+    ArtifactRef,
+    ArtifactStore,
+    ArtifactWriter,
+    Manifest,
+    StoreError,
+    file_fingerprint,
+    fingerprint,
+    new_run_id,
+)
+
+__all__ = [
+    "ArtifactRef",
+    "ArtifactStore",
+    "ArtifactWriter",
+    "Manifest",
+    "StoreError",
+    "file_fingerprint",
+    "fingerprint",
+    "new_run_id",
+]

@@ -1,0 +1,394 @@
+"""The artifact store: the one place that reads and writes pipeline artifacts.
+
+Layout under the store root::
+
+    artifacts/<name>/run=<run_id>/producer=<step>/part-00000.parquet
+                                                 /_manifest.json
+    reports/<run_id>/...          validation results, reports, plots
+    tmp/                          in-progress writes (same file system, so publish is a rename)
+    catalog.duckdb                DuckDB views over all artifacts (see ``baleen_storage.catalog``)
+
+Writes are atomic: files go to ``tmp/`` and the finished directory is renamed into place, so a
+reader (or DuckDB glob) never sees half an artifact, and a killed run leaves only ``tmp/`` debris.
+Every artifact carries a manifest whose ``fingerprint`` hashes the step, its parameters, its input
+fingerprints and the schema version; a step whose fingerprint matches a published artifact reuses
+it instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+from pydantic import BaseModel, Field
+
+from baleen_schemas import ArtifactSchema, artifact_schema
+
+MANIFEST_FILE = "_manifest.json"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class StoreError(RuntimeError):
+    """A store operation that the user can fix (missing artifact, bad path, ...)."""
+
+
+class Manifest(BaseModel):
+    """What was written, from what, by whom."""
+
+    name: str
+    producer: str
+    run_id: str
+    schema_version: int
+    rows: int
+    files: list[str]
+    bytes: int
+    fingerprint: str
+    inputs: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    flow_run_id: str | None = None
+    flow_run_name: str | None = None
+    created_at: datetime
+    code_version: str
+
+
+class ArtifactRef(BaseModel):
+    """A published artifact: where it is and its manifest."""
+
+    path: Path
+    manifest: Manifest
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def rows(self) -> int:
+        return self.manifest.rows
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest.fingerprint
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.path / f for f in self.manifest.files]
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Sortable, unique run id, e.g. ``20261122T031500Z-3f9a1c``."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def fingerprint(**parts: Any) -> str:
+    """Deterministic hash of JSON-serialisable parts (keys sorted)."""
+    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def file_fingerprint(path: Path) -> str:
+    """Fingerprint of an input file or directory tree: names, sizes and modification times.
+
+    Cheap on multi-gigabyte dumps (no content hashing), like make; copying a file changes its
+    mtime and so triggers a recompute, which is the safe direction.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise StoreError(f"input {path} does not exist")
+    entries = []
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        st = f.stat()
+        entries.append((str(f.relative_to(path)) if path.is_dir() else f.name, st.st_size, st.st_mtime_ns))
+    return fingerprint(path=str(path.resolve()), entries=entries)
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not _SAFE_NAME.match(value):
+        raise StoreError(f"{kind} {value!r} is not a safe name (letters, digits, '_', '-', '.'; no '/' or '..')")
+    return value
+
+
+class ArtifactWriter:
+    """Streams record batches of one artifact into zstd Parquet files, published atomically.
+
+    Use as a context manager; the artifact is published when the block exits without error and
+    discarded otherwise. Batches are cast to the artifact's schema, so a wrong column fails here,
+    at write time, not three stages later.
+    """
+
+    def __init__(
+        self,
+        store: ArtifactStore,
+        schema: ArtifactSchema,
+        run_id: str,
+        producer: str,
+        fingerprint: str,
+        inputs: Mapping[str, str],
+        params: Mapping[str, Any],
+        flow_run: tuple[str | None, str | None],
+        max_rows_per_file: int,
+        row_group_size: int,
+    ) -> None:
+        self.store = store
+        self.schema = schema
+        self.run_id = run_id
+        self.producer = producer
+        self.fingerprint = fingerprint
+        self.inputs = dict(inputs)
+        self.params = dict(params)
+        self.flow_run = flow_run
+        self.max_rows_per_file = max_rows_per_file
+        self.row_group_size = row_group_size
+        self.tmp_dir = store.root / "tmp" / f"{schema.name}-{uuid.uuid4().hex}"
+        self.rows = 0
+        self._files: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._rows_in_file = 0
+        self.ref: ArtifactRef | None = None
+
+    def __enter__(self) -> ArtifactWriter:
+        self.tmp_dir.mkdir(parents=True, exist_ok=False)
+        return self
+
+    def write(self, data: pa.Table | pa.RecordBatch | Mapping[str, list]) -> None:
+        """Append rows (a table, a record batch, or a dict of column lists)."""
+        if isinstance(data, Mapping):
+            table = pa.Table.from_pydict(dict(data), schema=self.schema.schema)
+        else:
+            table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+            try:
+                table = table.select(self.schema.columns).cast(self.schema.schema)
+            except (KeyError, pa.ArrowInvalid, ValueError) as err:
+                raise StoreError(f"rows for {self.schema.name!r} do not match its schema: {err}") from err
+        if self.schema.sort_by and table.num_rows > 1:
+            table = table.sort_by([(c, "ascending") for c in self.schema.sort_by])
+        offset = 0
+        while offset < table.num_rows:
+            if self._writer is None or self._rows_in_file >= self.max_rows_per_file:
+                self._open_next_file()
+            take = min(table.num_rows - offset, self.max_rows_per_file - self._rows_in_file)
+            self._writer.write_table(table.slice(offset, take), row_group_size=self.row_group_size)
+            self._rows_in_file += take
+            self.rows += take
+            offset += take
+
+    def _open_next_file(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        name = f"part-{len(self._files):05d}.parquet"
+        self._files.append(name)
+        self._writer = pq.ParquetWriter(self.tmp_dir / name, self.schema.schema, compression="zstd")
+        self._rows_in_file = 0
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if exc_type is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            return
+        if not self._files:  # an empty artifact still gets one (empty) file so readers see its columns
+            self._open_next_file()
+            self._writer.close()
+        manifest = Manifest(
+            name=self.schema.name,
+            producer=self.producer,
+            run_id=self.run_id,
+            schema_version=self.schema.version,
+            rows=self.rows,
+            files=self._files,
+            bytes=sum((self.tmp_dir / f).stat().st_size for f in self._files),
+            fingerprint=self.fingerprint,
+            inputs=self.inputs,
+            params=self.params,
+            flow_run_id=self.flow_run[0],
+            flow_run_name=self.flow_run[1],
+            created_at=datetime.now(timezone.utc),
+            code_version=_code_version(),
+        )
+        _write_text_atomic(self.tmp_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2))
+        self.ref = self.store._publish(self.tmp_dir, manifest)
+
+
+class ArtifactStore:
+    """Reads and writes every artifact under one root directory."""
+
+    def __init__(self, root: Path | str, max_rows_per_file: int = 2_000_000, row_group_size: int = 100_000) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.max_rows_per_file = max_rows_per_file
+        self.row_group_size = row_group_size
+        (self.root / "artifacts").mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").mkdir(exist_ok=True)
+
+    # ---- paths -------------------------------------------------------------------------------
+    def artifact_dir(self, name: str, run_id: str, producer: str) -> Path:
+        return (
+            self.root
+            / "artifacts"
+            / _check_name("artifact", name)
+            / f"run={_check_name('run id', run_id)}"
+            / f"producer={_check_name('producer', producer)}"
+        )
+
+    def report_path(self, run_id: str, relative: str) -> Path:
+        """Where a run's report file lives; refuses paths that would leave the store."""
+        return self.safe_path(Path("reports") / _check_name("run id", run_id) / relative)
+
+    def safe_path(self, relative: Path | str) -> Path:
+        """Resolve a user-given path inside the store root, refusing '..' escapes and absolute paths."""
+        candidate = (self.root / relative).resolve()
+        if candidate != self.root and self.root not in candidate.parents:
+            raise StoreError(f"path {str(relative)!r} leaves the store root {self.root}")
+        return candidate
+
+    # ---- writing -----------------------------------------------------------------------------
+    def writer(
+        self,
+        name: str,
+        *,
+        run_id: str,
+        producer: str,
+        fingerprint: str,
+        inputs: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        flow_run: tuple[str | None, str | None] = (None, None),
+    ) -> ArtifactWriter:
+        """A writer for artifact ``name``; publish happens when its ``with`` block ends cleanly."""
+        self.artifact_dir(name, run_id, producer)  # validates the names before any work is done
+        return ArtifactWriter(
+            self,
+            artifact_schema(name),
+            run_id,
+            producer,
+            fingerprint,
+            inputs or {},
+            params or {},
+            flow_run,
+            self.max_rows_per_file,
+            self.row_group_size,
+        )
+
+    def _publish(self, tmp_dir: Path, manifest: Manifest) -> ArtifactRef:
+        final = self.artifact_dir(manifest.name, manifest.run_id, manifest.producer)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():
+            # Same run re-wrote this artifact (a retried task): swap atomically, then drop the old one.
+            trash = self.root / "tmp" / f"replaced-{uuid.uuid4().hex}"
+            os.rename(final, trash)
+            os.rename(tmp_dir, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(tmp_dir, final)
+        _fsync_dir(final.parent)
+        return ArtifactRef(path=final, manifest=manifest)
+
+    def write_report(self, run_id: str, relative: str, content: str | bytes) -> Path:
+        """Write a run-scoped report file (JSON, Markdown, PNG ...) atomically."""
+        path = self.report_path(run_id, relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_bytes_atomic(path, content.encode() if isinstance(content, str) else content)
+        return path
+
+    # ---- finding -----------------------------------------------------------------------------
+    def refs(self, name: str, producer: str | None = None) -> list[ArtifactRef]:
+        """All published artifacts called ``name`` (optionally of one producer), oldest first."""
+        base = self.root / "artifacts" / _check_name("artifact", name)
+        pattern = f"run=*/producer={producer}/{MANIFEST_FILE}" if producer else f"run=*/producer=*/{MANIFEST_FILE}"
+        found = []
+        for manifest_path in base.glob(pattern):
+            try:
+                manifest = Manifest.model_validate_json(manifest_path.read_text())
+            except (OSError, ValueError):
+                continue  # a directory without a readable manifest was never published
+            found.append(ArtifactRef(path=manifest_path.parent, manifest=manifest))
+        return sorted(found, key=lambda r: (r.manifest.created_at, r.manifest.run_id))
+
+    def find(self, name: str, producer: str, fingerprint: str) -> ArtifactRef | None:
+        """The newest published artifact with this fingerprint, if any (for reuse)."""
+        matches = [r for r in self.refs(name, producer) if r.fingerprint == fingerprint]
+        return matches[-1] if matches else None
+
+    def latest(self, name: str, producer: str | None = None) -> ArtifactRef:
+        refs = self.refs(name, producer)
+        if not refs:
+            raise StoreError(
+                f"no {name!r} artifact in the store at {self.root}; run the step that produces it first "
+                f"(see `baleen --help`)"
+            )
+        return refs[-1]
+
+    def get(self, name: str, run_id: str, producer: str) -> ArtifactRef:
+        path = self.artifact_dir(name, run_id, producer) / MANIFEST_FILE
+        if not path.exists():
+            raise StoreError(f"no {name!r} artifact for run {run_id!r} (producer {producer!r}) in {self.root}")
+        return ArtifactRef(path=path.parent, manifest=Manifest.model_validate_json(path.read_text()))
+
+    # ---- reading -----------------------------------------------------------------------------
+    def dataset(self, ref: ArtifactRef) -> pads.Dataset:
+        return pads.dataset([str(f) for f in ref.files], schema=artifact_schema(ref.name).schema, format="parquet")
+
+    def iter_batches(self, ref: ArtifactRef, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """Stream an artifact in record batches (constant memory)."""
+        yield from self.dataset(ref).to_batches(columns=columns, batch_size=batch_size)
+
+    def read_table(self, ref: ArtifactRef, columns: list[str] | None = None) -> pa.Table:
+        """Read a whole artifact; for small ones (claims, labels), never the corpus."""
+        return self.dataset(ref).to_table(columns=columns)
+
+    def parquet_glob(self, name: str) -> str:
+        """Glob over every run's files of an artifact, for DuckDB's read_parquet."""
+        return str(self.root / "artifacts" / _check_name("artifact", name) / "*" / "*" / "*.parquet")
+
+    def clean_tmp(self, older_than_s: float = 24 * 3600) -> int:
+        """Remove debris of killed writes; returns how many entries were removed."""
+        removed = 0
+        now = datetime.now().timestamp()
+        for entry in (self.root / "tmp").iterdir():
+            if now - entry.stat().st_mtime > older_than_s:
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+def _code_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("openbaleen")
+    except Exception:  # running from a source tree that is not installed
+        return "unknown"
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    _write_bytes_atomic(path, text.encode())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
