@@ -206,12 +206,13 @@ def resolve_claims(records: Sequence[ClaimRecord | Reject], passage_files: Seque
     try:
         con.register("facts", facts)
         files = [str(f) for f in passage_files]
-        joined = con.execute(
+        joined = con.sql(
             """
             SELECT f.uid, f.title, f.sid, f.source_file, f.position, p.pid, p.n_sentences
             FROM facts f LEFT JOIN read_parquet($files) p ON p.title = f.title
+            ORDER BY f.source_file, f.position, f.uid, f.title, f.sid
             """,
-            {"files": files},
+            params={"files": files},
         ).to_arrow_table()
     finally:
         con.close()

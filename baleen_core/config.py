@@ -9,6 +9,7 @@ here.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -101,8 +102,14 @@ class DemoConfig(_Strict):
     n_dev_claims: int = 120
 
 
+def default_store_root() -> Path:
+    """$BALEEN_STORE, else <baleen home>/store."""
+    env = os.environ.get("BALEEN_STORE")
+    return Path(env) if env else baleen_home() / "store"
+
+
 class BaleenConfig(_Strict):
-    store_root: Path = Field(default_factory=lambda: baleen_home() / "store")
+    store_root: Path = Field(default_factory=default_store_root)
     corpus: CorpusConfig = CorpusConfig()
     demo: DemoConfig = DemoConfig()
 

@@ -300,6 +300,12 @@ class ArtifactStore:
         _write_bytes_atomic(path, content.encode() if isinstance(content, str) else content)
         return path
 
+    def write_text(self, relative: str, text: str) -> Path:
+        """Write a small text file at the store root (e.g. the catalog's SQL), atomically."""
+        path = self.safe_path(relative)
+        _write_text_atomic(path, text)
+        return path
+
     # ---- finding -----------------------------------------------------------------------------
     def refs(self, name: str, producer: str | None = None) -> list[ArtifactRef]:
         """All published artifacts called ``name`` (optionally of one producer), oldest first."""
@@ -318,6 +324,11 @@ class ArtifactStore:
         """The newest published artifact with this fingerprint, if any (for reuse)."""
         matches = [r for r in self.refs(name, producer) if r.fingerprint == fingerprint]
         return matches[-1] if matches else None
+
+    def find_outputs(self, names: list[str], producer: str, fingerprint: str) -> dict[str, ArtifactRef] | None:
+        """All outputs of one step with this fingerprint, or None if any is missing (then recompute)."""
+        found = {name: self.find(name, producer, fingerprint) for name in names}
+        return None if any(ref is None for ref in found.values()) else found
 
     def latest(self, name: str, producer: str | None = None) -> ArtifactRef:
         refs = self.refs(name, producer)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyarrow as pa
 
 from baleen_core.config import CorpusSource
-from baleen_core.corpus.readers import SourceRecord, read_abstracts, read_beir
+from baleen_core.corpus.readers import ProgressCallback, SourceRecord, read_abstracts, read_beir
 from baleen_core.corpus.splitting import SentenceSplitter
 from baleen_core.corpus.titles import passage_id
 from baleen_core.rejects import Reject
@@ -59,11 +60,19 @@ class CorpusBatch:
     rejects: pa.Table
 
 
-def read_source(source: CorpusSource, split_sentences: SentenceSplitter) -> Iterator[SourceRecord | Reject]:
+def read_source(
+    source: CorpusSource, split_sentences: SentenceSplitter, on_file_done: ProgressCallback | None = None
+) -> Iterator[SourceRecord | Reject]:
     """The records of one configured source."""
     if source.kind == "abstracts":
-        return read_abstracts(source.path, source=source.label)
-    return read_beir(source.path, split_sentences, source=source.label)
+        return read_abstracts(source.path, source=source.label, on_file_done=on_file_done)
+    return read_beir(source.path, split_sentences, source=source.label, on_file_done=on_file_done)
+
+
+def source_bytes(source: CorpusSource) -> int:
+    """Input bytes of a source (for progress: bytes done / bytes total)."""
+    path = Path(source.path)
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
 class CorpusMerger:

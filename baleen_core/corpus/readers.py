@@ -112,8 +112,13 @@ def _source_id(obj: dict, field: str) -> str | None:
     return None if value is None else str(value)
 
 
-def read_abstracts(root: Path, source: str = "abstracts") -> Iterator[SourceRecord | Reject]:
-    """Records of a HotpotQA abstracts tree, in sorted file order (deterministic ids and precedence)."""
+ProgressCallback = Callable[[int], None]
+
+
+def read_abstracts(root: Path, source: str = "abstracts", on_file_done: ProgressCallback | None = None) -> Iterator[SourceRecord | Reject]:
+    """Records of a HotpotQA abstracts tree, in sorted file order (deterministic ids and precedence).
+
+    ``on_file_done(n_bytes)`` is called after each file, for progress reporting."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(str(root), None, "abstracts source must be a directory of .bz2/.jsonl files")
@@ -153,9 +158,13 @@ def read_abstracts(root: Path, source: str = "abstracts") -> Iterator[SourceReco
                 yield Reject(_ARTIFACT, RejectReason.EMPTY_TEXT, display, line, title, "passage has no text", raw.decode())
                 continue
             yield SourceRecord(source, display, line, _source_id(obj, "id"), title, sentences)
+        if on_file_done is not None:
+            on_file_done(path.stat().st_size)
 
 
-def read_beir(path: Path, split_sentences: Callable[[str], list[str]], source: str = "beir") -> Iterator[SourceRecord | Reject]:
+def read_beir(
+    path: Path, split_sentences: Callable[[str], list[str]], source: str = "beir", on_file_done: ProgressCallback | None = None
+) -> Iterator[SourceRecord | Reject]:
     """Records of a BEIR corpus file, raw text split into sentences by ``split_sentences``."""
     path = Path(path)
     if not path.is_file():
@@ -183,3 +192,5 @@ def read_beir(path: Path, split_sentences: Callable[[str], list[str]], source: s
             yield Reject(_ARTIFACT, RejectReason.EMPTY_TEXT, display, line, title, "passage has no text", raw.decode())
             continue
         yield SourceRecord(source, display, line, _source_id(obj, "_id"), title, sentences)
+    if on_file_done is not None:
+        on_file_done(path.stat().st_size)

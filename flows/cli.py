@@ -1,0 +1,174 @@
+"""The ``baleen`` command: one subcommand per flow, plus ``sql``.
+
+Flows run locally against an ephemeral Prefect server unless PREFECT_API_URL points at a real one,
+in which case runs show up in that server's UI.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from baleen_core.runtime import apply_runtime_defaults
+
+apply_runtime_defaults()
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="openbaleen: trainable, orchestrated Baleen for HoVer claim verification.",
+)
+
+StoreOption = Annotated[
+    Optional[Path], typer.Option("--store", help="Artifact store root (default: $BALEEN_STORE or ./.baleen/store).")
+]
+ConfigOption = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML/JSON config file (see README).")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Recompute even when inputs are unchanged.")]
+DatasetArg = Annotated[Path, typer.Argument(help="Dataset directory in hover-mini layout (wiki/, *.jsonl.gz, claims_*.json).")]
+
+SAMPLE_QUERY = (
+    "SELECT c.num_hops, c.label, count(*) AS claims, round(avg(c.n_gold_passages), 2) AS gold_passages "
+    "FROM claims c GROUP BY ALL ORDER BY ALL"
+)
+
+
+def _use_store(store: Optional[Path]) -> None:
+    if store is not None:
+        os.environ["BALEEN_STORE"] = str(store.expanduser().resolve())
+
+
+def _config_arg(config: Optional[Path]) -> Optional[str]:
+    return str(config.expanduser().resolve()) if config else None
+
+
+def _report(refs: dict) -> None:
+    from baleen_core.config import default_store_root
+
+    typer.echo("\nArtifacts:")
+    for key, ref in refs.items():
+        typer.echo(f"  {key:<22} {ref.rows:>9,} rows  {ref.path}")
+    typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql \"{SAMPLE_QUERY}\"")
+    typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
+
+
+@app.command()
+def demo(store: StoreOption = None, config: ConfigOption = None, data_dir: Annotated[Optional[Path], typer.Option(help="Where to write the demo dataset.")] = None, force: ForceOption = False) -> None:
+    """Generate the embedded demo world and run the pipeline on it."""
+    _use_store(store)
+    from baleen_flows.pipeline import demo_flow
+
+    refs = demo_flow(_config_arg(config), str(data_dir.resolve()) if data_dir else None, force)
+    _report(refs)
+    _print_table(_query(SAMPLE_QUERY), "table")
+
+
+@app.command()
+def pipeline(dataset: DatasetArg, store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
+    """Run every stage on a dataset directory."""
+    _use_store(store)
+    from baleen_flows.pipeline import pipeline_flow
+
+    _report(pipeline_flow(str(dataset.resolve()), _config_arg(config), force))
+
+
+@app.command()
+def corpus(dataset: DatasetArg, store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
+    """Corpus flow: sources → passages, sentences (+ rejects), validated."""
+    _use_store(store)
+    from baleen_flows.ingest import corpus_flow
+
+    _report(corpus_flow(str(dataset.resolve()), _config_arg(config), None, force))
+
+
+@app.command()
+def claims(
+    dataset: DatasetArg,
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    passages_run: Annotated[Optional[str], typer.Option(help="Run id of the passages to resolve against (default: newest).")] = None,
+    force: ForceOption = False,
+) -> None:
+    """Claims flow: HoVer JSON → claims, gold_facts (+ rejects), validated."""
+    _use_store(store)
+    from baleen_flows.ingest import claims_flow
+
+    _report(claims_flow(str(dataset.resolve()), _config_arg(config), None, passages_run, force))
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="One SQL statement over the artifact views (passages, sentences, claims, gold_facts, rejects, artifacts, validations).")],
+    store: StoreOption = None,
+    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="table, csv or json (one object per line).")] = OutputFormat.table,
+    max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+) -> None:
+    """Query the artifacts with DuckDB SQL (read-only)."""
+    _use_store(store)
+    import duckdb
+
+    try:
+        table = _query(query)
+    except duckdb.Error as err:
+        typer.echo(f"SQL error: {err}", err=True)
+        raise typer.Exit(2) from None
+    _print_table(table, output.value, max_rows)
+
+
+def _query(query: str):
+    from baleen_core.config import default_store_root
+    from baleen_storage import ArtifactStore
+    from baleen_storage.catalog import query as run_query
+
+    return run_query(ArtifactStore(default_store_root()), query)
+
+
+def _print_table(table, output: str, max_rows: int = 50) -> None:
+    rows = table.to_pylist()
+    if output == "json":
+        for row in rows:
+            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        return
+    if output == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(table.column_names)
+        writer.writerows([[row[c] for c in table.column_names] for row in rows])
+        return
+    sys.stdout.write(format_table(table.column_names, [[row[c] for c in table.column_names] for row in rows], max_rows) + "\n")
+
+
+def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_width: int = 60) -> str:
+    """A plain-text table; long cells are cut with '…', extra rows summarised."""
+
+    def cell(value) -> str:
+        text = "NULL" if value is None else str(value)
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+    shown = [[cell(v) for v in row] for row in rows[:max_rows]]
+    widths = [max([len(c)] + [len(r[i]) for r in shown]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in shown]
+    more = len(rows) - len(shown)
+    out.append(f"({len(rows)} rows{f', {more} not shown' if more > 0 else ''})")
+    return "\n".join(out)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Corpus and claims flows: upstream files → validated Parquet artifacts."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from baleen_core.config import BaleenConfig, DatasetConfig
+from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
+from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.claims import ingest_claims
+from baleen_tasks.corpus import ingest_corpus
+from baleen_tasks.validation import validate_artifact
+
+
+def _setup(dataset_dir: str, config_path: str | None, run_id: str | None) -> tuple[BaleenConfig, DatasetConfig, str]:
+    config = BaleenConfig.load(config_path)
+    return config, DatasetConfig.discover(dataset_dir), run_id or new_run_id()
+
+
+@flow(name="corpus", flow_run_name="corpus · {dataset_dir}", log_prints=True)
+def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+    """Sentence-split corpus: sources → passages + sentences (+ rejects), each gated."""
+    config, dataset, run_id = _setup(dataset_dir, config_path, run_id)
+    store_root = str(config.store_root)
+    refs = ingest_corpus(store_root, dataset, config.corpus, run_id, force)
+    for artifact in ("passages", "sentences", "rejects"):
+        validate_artifact(store_root, artifact, refs)
+    refresh_catalog(store_root)
+    return refs
+
+
+@flow(name="claims", flow_run_name="claims · {dataset_dir}", log_prints=True)
+def claims_flow(
+    dataset_dir: str,
+    config_path: str | None = None,
+    run_id: str | None = None,
+    passages_run: str | None = None,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """HoVer claims → claims + gold_facts (+ rejects), resolved against a passages artifact
+    (``passages_run``, default: the newest one in the store), each gated."""
+    config, dataset, run_id = _setup(dataset_dir, config_path, run_id)
+    store = ArtifactStore(config.store_root)
+    passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
+    sentences = store.get("sentences", passages.manifest.run_id, "corpus")
+    refs = ingest_claims(str(store.root), dataset, passages, run_id, force)
+    siblings = {"sentences": sentences, **refs}
+    for artifact in ("claims", "gold_facts", "rejects"):
+        validate_artifact(str(store.root), artifact, siblings)
+    refresh_catalog(str(store.root))
+    return refs
+
+
+@flow(name="ingest", flow_run_name="ingest · {dataset_dir}", log_prints=True)
+def ingest_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+    """Corpus then claims, in one run."""
+    run_id = new_run_id()
+    corpus = corpus_flow(dataset_dir, config_path, run_id, force)
+    claims = claims_flow(dataset_dir, config_path, run_id, corpus["passages"].manifest.run_id, force)
+    return {**{f"corpus/{k}": v for k, v in corpus.items()}, **{f"claims/{k}": v for k, v in claims.items()}}

@@ -1,0 +1,26 @@
+"""The end-to-end pipeline. Today: corpus → claims; the index, label rounds, training and
+evaluation stages join here as they are built."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from baleen_core.config import BaleenConfig
+from baleen_core.runtime import baleen_home
+from baleen_flows.ingest import ingest_flow
+from baleen_storage import ArtifactRef
+from baleen_tasks.demo import generate_demo_world
+
+
+@flow(name="pipeline", flow_run_name="pipeline · {dataset_dir}", log_prints=True)
+def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+    """Run every stage on one dataset directory (hover-mini layout)."""
+    return ingest_flow(dataset_dir, config_path, force)
+
+
+@flow(name="demo", flow_run_name="demo", log_prints=True)
+def demo_flow(config_path: str | None = None, data_dir: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+    """Generate the embedded demo world, then run the pipeline on it."""
+    config = BaleenConfig.load(config_path)
+    dataset_dir = generate_demo_world(data_dir or str(baleen_home() / "demo-data"), config.demo)
+    return pipeline_flow(dataset_dir, config_path, force)

@@ -1,0 +1,144 @@
+"""A DuckDB catalog over the artifact store.
+
+One view per artifact over the Parquet files of *all* runs, with two extra columns from the
+directory layout: ``run`` and ``producer``. Plus ``artifacts`` (every manifest) and ``validations``
+(every gate's summary). The views are saved in ``<store>/catalog.duckdb`` so any DuckDB client can
+open it; because they are globs, new runs show up without rebuilding it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from baleen_schemas import ARTIFACTS, ArtifactSchema
+from baleen_storage.store import MANIFEST_FILE, ArtifactStore
+
+CATALOG_FILE = "catalog.duckdb"
+CATALOG_SQL_FILE = "catalog.sql"
+
+_MANIFEST_COLUMNS = {
+    "name": "VARCHAR",
+    "producer": "VARCHAR",
+    "run_id": "VARCHAR",
+    "schema_version": "INTEGER",
+    "rows": "BIGINT",
+    "bytes": "BIGINT",
+    "files": "VARCHAR[]",
+    "fingerprint": "VARCHAR",
+    "inputs": "JSON",
+    "params": "JSON",
+    "flow_run_id": "VARCHAR",
+    "flow_run_name": "VARCHAR",
+    "created_at": "TIMESTAMPTZ",
+    "code_version": "VARCHAR",
+}
+_VALIDATION_COLUMNS = {
+    "artifact": "VARCHAR",
+    "run_id": "VARCHAR",
+    "producer": "VARCHAR",
+    "success": "BOOLEAN",
+    "evaluated": "INTEGER",
+    "failed": "INTEGER",
+    "failures": "JSON",
+    "validated_at": "TIMESTAMPTZ",
+}
+
+
+def _sql_type(dtype: pa.DataType) -> str:
+    mapping = {
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.bool_(): "BOOLEAN",
+        pa.string(): "VARCHAR",
+    }
+    if dtype in mapping:
+        return mapping[dtype]
+    if pa.types.is_list(dtype):
+        return f"{_sql_type(dtype.value_type)}[]"
+    raise TypeError(f"no DuckDB type mapping for {dtype}")
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def artifact_view_sql(store: ArtifactStore, schema: ArtifactSchema) -> str:
+    """CREATE VIEW for one artifact; an artifact with no files yet gets an empty, typed view."""
+    name = schema.name
+    has_files = any((store.root / "artifacts" / name).glob("*/*/*.parquet"))
+    if has_files:
+        return (
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(store.parquet_glob(name))}, "
+            "hive_partitioning = true, hive_types = {'run': VARCHAR, 'producer': VARCHAR}, union_by_name = true)"
+        )
+    cols = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS {f.name}" for f in schema.schema)
+    return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols}, CAST(NULL AS VARCHAR) AS run, CAST(NULL AS VARCHAR) AS producer WHERE false"
+
+
+def _json_view_sql(view: str, glob: str, columns: dict[str, str], present: bool) -> str:
+    if present:
+        spec = "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in columns.items()) + "}"
+        return f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_json({_quote(glob)}, columns = {spec}, format = 'auto')"
+    cols = ", ".join(f"CAST(NULL AS {t}) AS {k}" for k, t in columns.items())
+    return f"CREATE OR REPLACE VIEW {view} AS SELECT {cols} WHERE false"
+
+
+def catalog_statements(store: ArtifactStore) -> list[str]:
+    statements = [artifact_view_sql(store, schema) for schema in ARTIFACTS.values()]
+    manifests = str(store.root / "artifacts" / "*" / "*" / "*" / MANIFEST_FILE)
+    statements.append(
+        _json_view_sql("artifacts", manifests, _MANIFEST_COLUMNS, any((store.root / "artifacts").glob(f"*/*/*/{MANIFEST_FILE}")))
+    )
+    validations = str(store.root / "reports" / "*" / "validation" / "*.summary.json")
+    statements.append(
+        _json_view_sql("validations", validations, _VALIDATION_COLUMNS, any((store.root / "reports").glob("*/validation/*.summary.json")))
+    )
+    return statements
+
+
+def build_catalog(store: ArtifactStore) -> Path:
+    """(Re)write ``<store>/catalog.duckdb`` atomically and return its path.
+
+    The statements used are saved beside it (``catalog.sql``): readers rebuild only when the
+    statements they would use now differ (a new artifact got its first files)."""
+    statements = catalog_statements(store)
+    final = store.root / CATALOG_FILE
+    tmp = store.root / "tmp" / f"catalog-{uuid.uuid4().hex}.duckdb"
+    con = duckdb.connect(str(tmp))
+    try:
+        for statement in statements:
+            con.execute(statement)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    os.replace(tmp, final)
+    store.write_text(CATALOG_SQL_FILE, ";\n".join(statements) + ";\n")
+    return final
+
+
+def connect_readonly(store: ArtifactStore) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the catalog, rebuilt first when missing or out of date."""
+    path = store.root / CATALOG_FILE
+    sql_path = store.root / CATALOG_SQL_FILE
+    current = ";\n".join(catalog_statements(store)) + ";\n"
+    if not path.exists() or not sql_path.exists() or sql_path.read_text() != current:
+        build_catalog(store)
+    return duckdb.connect(str(path), read_only=True)
+
+
+def query(store: ArtifactStore, sql: str) -> pa.Table:
+    """Run one read-only query over the catalog and return an Arrow table."""
+    con = connect_readonly(store)
+    try:
+        return con.sql(sql).to_arrow_table()
+    finally:
+        con.close()

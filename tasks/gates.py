@@ -1,0 +1,229 @@
+"""Great Expectations gates between stages.
+
+Each artifact has a suite (below). A gate runs it with GX's SQL engine on DuckDB views over the
+artifact's Parquet files, so validating the 5.2M-passage corpus never loads it into memory. Suites
+may reference the other artifacts of the same step (e.g. every gold fact must point at a real
+sentence), which are visible as views of the same name.
+
+The full GX result and a compact summary are stored under ``reports/<run>/validation/``; the
+summaries are queryable as the ``validations`` view. A failed gate raises :class:`GateFailed`
+with which expectation failed, on how many rows, and examples.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from baleen_core.runtime import apply_runtime_defaults
+
+apply_runtime_defaults()
+
+import duckdb  # noqa: E402
+import great_expectations as gx  # noqa: E402
+import great_expectations.expectations as gxe  # noqa: E402
+
+from baleen_schemas import HOP_RANGE, LABELS, RejectReason  # noqa: E402
+from baleen_storage import ArtifactRef, ArtifactStore  # noqa: E402
+from baleen_tasks import gx_duckdb  # noqa: E402
+
+EXAMPLES = 5
+logging.getLogger("great_expectations").setLevel(logging.WARNING)  # per-gate temp-dir chatter
+
+
+def _contiguous_sids(table: str) -> str:
+    return (
+        f"SELECT pid, count(*) AS n, min(sid) AS first_sid, max(sid) AS last_sid FROM {table} GROUP BY pid "
+        "HAVING min(sid) <> 0 OR max(sid) <> count(*) - 1 OR count(DISTINCT sid) <> count(*)"
+    )
+
+
+def _passages_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectColumnValuesToNotBeNull(column="pid"),
+        gxe.ExpectColumnValuesToBeUnique(column="pid"),
+        gxe.ExpectColumnValuesToNotBeNull(column="title"),
+        gxe.ExpectColumnValuesToBeUnique(column="title"),
+        gxe.ExpectColumnValuesToBeBetween(column="n_sentences", min_value=1),
+    ]
+    if "sentences" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="n_sentences equals the passage's rows in sentences",
+                unexpected_rows_query=(
+                    "SELECT p.pid, p.title, p.n_sentences, count(s.sid) AS rows_in_sentences FROM {batch} p "
+                    "LEFT JOIN sentences s ON s.pid = p.pid GROUP BY ALL HAVING p.n_sentences <> count(s.sid)"
+                ),
+            )
+        )
+    return suite
+
+
+def _sentences_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=["pid", "sid"]),
+        gxe.ExpectColumnValuesToNotBeNull(column="text"),
+        gxe.UnexpectedRowsExpectation(
+            description="sentence ids run 0..n-1 without gaps in every passage",
+            unexpected_rows_query=_contiguous_sids("{batch}"),
+        ),
+    ]
+    if "passages" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="every sentence belongs to a passage",
+                unexpected_rows_query="SELECT s.pid, s.sid FROM {batch} s ANTI JOIN passages p ON p.pid = s.pid",
+            )
+        )
+    return suite
+
+
+def _claims_suite(views: set[str]) -> list[gxe.Expectation]:
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="uid"),
+        gxe.ExpectColumnValuesToBeUnique(column="uid"),
+        gxe.ExpectColumnValuesToNotBeNull(column="claim"),
+        gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
+        gxe.ExpectColumnValuesToBeBetween(column="num_hops", min_value=HOP_RANGE[0], max_value=HOP_RANGE[1]),
+        gxe.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "dev", "test"]),
+        gxe.UnexpectedRowsExpectation(
+            description="labelled splits have a label",
+            unexpected_rows_query="SELECT uid, split FROM {batch} WHERE label IS NULL AND split <> 'test'",
+        ),
+        gxe.UnexpectedRowsExpectation(
+            description="resolved claims have every fact resolved",
+            unexpected_rows_query="SELECT uid, n_facts, n_resolved_facts FROM {batch} WHERE resolved AND n_facts <> n_resolved_facts",
+        ),
+    ]
+
+
+def _gold_facts_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=["uid", "pid", "sid"]),
+        gxe.ExpectColumnValuesToBeBetween(column="sid", min_value=0),
+    ]
+    if "sentences" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="every gold fact resolves to a corpus sentence",
+                unexpected_rows_query="SELECT f.uid, f.title, f.sid FROM {batch} f ANTI JOIN sentences s ON s.pid = f.pid AND s.sid = f.sid",
+            )
+        )
+    if "claims" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="every gold fact belongs to a claim",
+                unexpected_rows_query="SELECT f.uid FROM {batch} f ANTI JOIN claims c ON c.uid = f.uid",
+            )
+        )
+    return suite
+
+
+def _rejects_suite(views: set[str]) -> list[gxe.Expectation]:
+    return [
+        gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=[r.value for r in RejectReason]),
+        gxe.ExpectColumnValuesToBeInSet(column="artifact", value_set=["passages", "claims", "gold_facts"]),
+        gxe.ExpectColumnValuesToNotBeNull(column="detail"),
+    ]
+
+
+#: Suite builders by artifact; each gets the names of the views available beside its batch.
+SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
+    "passages": _passages_suite,
+    "sentences": _sentences_suite,
+    "claims": _claims_suite,
+    "gold_facts": _gold_facts_suite,
+    "rejects": _rejects_suite,
+}
+
+
+class GateFailed(RuntimeError):
+    """A validation gate failed; the message says which expectations, on how many rows, with examples."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    artifact: str
+    success: bool
+    evaluated: int
+    failures: list[dict]
+    report_path: Path
+
+    def summary_text(self) -> str:
+        lines = [f"gate {self.artifact!r}: {self.evaluated - len(self.failures)}/{self.evaluated} expectations passed"]
+        for failure in self.failures:
+            lines.append(f"  - FAILED {failure['expectation']}: {failure['unexpected']} unexpected rows; e.g. {failure['examples']}")
+        lines.append(f"  full result: {self.report_path}")
+        return "\n".join(lines)
+
+
+def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef], *, raise_on_failure: bool = True) -> GateResult:
+    """Validate ``refs[artifact]`` with its suite; ``refs`` also provides the sibling artifacts."""
+    target = refs[artifact]
+    db_path = store.root / "tmp" / f"gate-{uuid.uuid4().hex}.duckdb"
+    con = duckdb.connect(str(db_path))
+    try:
+        for name, ref in refs.items():
+            files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in ref.files)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
+    finally:
+        con.close()
+    try:
+        result = _validate(db_path, artifact, SUITES[artifact](set(refs) - {artifact}))
+    finally:
+        db_path.unlink(missing_ok=True)
+        db_path.with_suffix(".duckdb.wal").unlink(missing_ok=True)
+
+    failures = [_failure(r) for r in result.results if not r.success]
+    run_id, producer = target.manifest.run_id, target.manifest.producer
+    report = store.write_report(run_id, f"validation/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))
+    summary = {
+        "artifact": artifact,
+        "run_id": run_id,
+        "producer": producer,
+        "success": bool(result.success),
+        "evaluated": len(result.results),
+        "failed": len(failures),
+        "failures": failures,
+        "validated_at": datetime.now(timezone.utc).isoformat(),
+    }
+    store.write_report(run_id, f"validation/{artifact}.summary.json", json.dumps(summary, default=str))
+    gate = GateResult(artifact, bool(result.success), len(result.results), failures, report)
+    if raise_on_failure and not gate.success:
+        raise GateFailed(gate.summary_text())
+    return gate
+
+
+def _validate(db_path: Path, artifact: str, expectations: list[gxe.Expectation]):
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = gx.data_context.types.base.ProgressBarsConfig(globally=False)
+    source = context.data_sources.add_sql(name="artifacts", connection_string=f"{gx_duckdb.SCHEME}:///{db_path}")
+    batch = source.add_table_asset(name=artifact, table_name=artifact).add_batch_definition_whole_table("all")
+    suite = context.suites.add(gx.ExpectationSuite(name=f"{artifact}_gate"))
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=f"{artifact}_gate", data=batch, suite=suite))
+    try:
+        return definition.run(result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES})
+    finally:
+        source.get_engine().dispose()
+
+
+def _failure(result) -> dict:
+    config = result.expectation_config
+    kwargs = {k: v for k, v in config.kwargs.items() if k in ("column", "column_list", "value_set", "min_value", "max_value")}
+    name = config.description or f"{config.type}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+    info = result.result or {}
+    if result.exception_info and result.exception_info.get("raised_exception"):
+        return {"expectation": name, "unexpected": None, "examples": [result.exception_info.get("exception_message")]}
+    errors = [v.get("exception_message") for v in (result.exception_info or {}).values() if isinstance(v, dict)]
+    if errors and not info:
+        return {"expectation": name, "unexpected": None, "examples": errors[:1]}
+    unexpected = info.get("unexpected_count", info.get("observed_value"))
+    examples = info.get("partial_unexpected_list") or (info.get("details") or {}).get("unexpected_rows") or []
+    return {"expectation": name, "unexpected": unexpected, "examples": [str(e) for e in list(examples)[:EXAMPLES]]}
