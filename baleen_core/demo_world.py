@@ -51,9 +51,16 @@ class _Names:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.used: set[str] = set()
+        self.words: set[str] = set()
 
     def word(self, lo: int = 2, hi: int = 3) -> str:
-        return "".join(self.rng.choice(_SYLLABLES) for _ in range(self.rng.randint(lo, hi))).capitalize()
+        """A new made-up word, never returned before: no entity's name hides inside another's."""
+        for _ in range(1000):
+            word = "".join(self.rng.choice(_SYLLABLES) for _ in range(self.rng.randint(lo, hi))).capitalize()
+            if word not in self.words:
+                self.words.add(word)
+                return word
+        raise RuntimeError("word space exhausted; lower the demo world sizes")
 
     def unique(self, make) -> str:
         for _ in range(1000):
@@ -94,7 +101,7 @@ class DemoWorld:
         c, rng, names = self.config, self.rng, self.names
         countries = [Entity("country", names.unique(lambda: names.word(2, 3))) for _ in range(c.n_countries)]
         for country in countries:
-            country.attrs.update(language=country.name + "ian", region=rng.choice(_REGIONS), founded=rng.randint(1400, 1950))
+            country.attrs.update(language=names.word(2, 2) + "ese", region=rng.choice(_REGIONS), founded=rng.randint(1400, 1950))
         cities = [Entity("city", names.unique(lambda: names.word(2, 3))) for _ in range(c.n_cities)]
         rivers = [names.unique(lambda: names.word(2, 2)) for _ in range(max(4, c.n_cities // 3))]
         for city in cities:

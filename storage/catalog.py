@@ -98,9 +98,9 @@ def catalog_statements(store: ArtifactStore) -> list[str]:
     statements.append(
         _json_view_sql("artifacts", manifests, _MANIFEST_COLUMNS, any((store.root / "artifacts").glob(f"*/*/*/{MANIFEST_FILE}")))
     )
-    validations = str(store.root / "reports" / "*" / "validation" / "*.summary.json")
+    validations = str(store.root / "reports" / "*" / "validation" / "*" / "*.summary.json")
     statements.append(
-        _json_view_sql("validations", validations, _VALIDATION_COLUMNS, any((store.root / "reports").glob("*/validation/*.summary.json")))
+        _json_view_sql("validations", validations, _VALIDATION_COLUMNS, any((store.root / "reports").glob("*/validation/*/*.summary.json")))
     )
     return statements
 

@@ -6,7 +6,7 @@ may reference the other artifacts of the same step (e.g. every gold fact must po
 sentence), which are visible as views of the same name.
 
 The full GX result and a compact summary are stored under ``reports/<run>/validation/``; the
-summaries are queryable as the ``validations`` view. A failed gate raises :class:`GateFailed`
+summaries (``reports/<run>/validation/<producer>/<artifact>.summary.json``) are queryable as the ``validations`` view. A failed gate raises :class:`GateFailed`
 with which expectation failed, on how many rows, and examples.
 """
 
@@ -181,7 +181,7 @@ def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef
 
     failures = [_failure(r) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer
-    report = store.write_report(run_id, f"validation/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))
+    report = store.write_report(run_id, f"validation/{producer}/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))
     summary = {
         "artifact": artifact,
         "run_id": run_id,
@@ -192,7 +192,7 @@ def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef
         "failures": failures,
         "validated_at": datetime.now(timezone.utc).isoformat(),
     }
-    store.write_report(run_id, f"validation/{artifact}.summary.json", json.dumps(summary, default=str))
+    store.write_report(run_id, f"validation/{producer}/{artifact}.summary.json", json.dumps(summary, default=str))
     gate = GateResult(artifact, bool(result.success), len(result.results), failures, report)
     if raise_on_failure and not gate.success:
         raise GateFailed(gate.summary_text())

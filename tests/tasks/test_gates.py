@@ -1,0 +1,72 @@
+"""Validation gates: GX suites run on DuckDB over Parquet and fail with a readable summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baleen_storage.catalog import query
+from baleen_tasks.gates import GateFailed, run_gate
+
+
+def _write(store, name, rows, run="r1", producer="corpus"):
+    with store.writer(name, run_id=run, producer=producer, fingerprint="fp") as w:
+        w.write(rows)
+    return w.ref
+
+
+def _passage_rows(pids, titles, n_sentences):
+    n = len(pids)
+    return {"pid": pids, "title": titles, "source": ["s"] * n, "source_id": [None] * n, "source_file": ["f"] * n,
+            "source_line": list(range(n)), "n_sentences": n_sentences, "n_chars": [1] * n}
+
+
+def test_good_corpus_passes_and_result_is_stored(store):
+    refs = {
+        "passages": _write(store, "passages", _passage_rows([1, 2], ["A", "B"], [2, 1])),
+        "sentences": _write(store, "sentences", {"pid": [1, 1, 2], "sid": [0, 1, 0], "text": ["a", "b", "c"]}),
+    }
+    gate = run_gate(store, "passages", refs)
+    assert gate.success and gate.evaluated == 6 and gate.failures == []
+    assert json.loads(gate.report_path.read_text())["success"] is True
+    assert run_gate(store, "sentences", refs).success
+    rows = query(store, "SELECT artifact, success FROM validations ORDER BY artifact").to_pylist()
+    assert rows == [{"artifact": "passages", "success": True}, {"artifact": "sentences", "success": True}]
+
+
+def test_duplicate_keys_and_count_mismatch_fail_with_examples(store):
+    refs = {
+        "passages": _write(store, "passages", _passage_rows([1, 1, 3], ["A", "B", "B"], [1, 1, 5])),
+        "sentences": _write(store, "sentences", {"pid": [1, 3], "sid": [0, 0], "text": ["a", "c"]}),
+    }
+    with pytest.raises(GateFailed) as failed:
+        run_gate(store, "passages", refs)
+    message = str(failed.value)
+    assert "3/6 expectations passed" in message
+    assert "expect_column_values_to_be_unique(column=pid): 2 unexpected rows" in message
+    assert "expect_column_values_to_be_unique(column=title): 2 unexpected rows" in message
+    assert "n_sentences equals the passage's rows in sentences" in message
+    summary = json.loads((store.root / "reports" / "r1" / "validation" / "corpus" / "passages.summary.json").read_text())
+    assert summary["success"] is False and summary["failed"] == 3
+
+
+def test_gaps_in_sentence_ids_fail(store):
+    refs = {"sentences": _write(store, "sentences", {"pid": [1, 1, 2], "sid": [0, 2, 1], "text": ["a", "b", "c"]})}
+    gate = run_gate(store, "sentences", refs, raise_on_failure=False)
+    assert [(f["expectation"], f["unexpected"]) for f in gate.failures] == [("sentence ids run 0..n-1 without gaps in every passage", 2)]
+
+
+def test_unresolved_gold_fact_and_bad_claim_values_fail(store):
+    sentences = _write(store, "sentences", {"pid": [1], "sid": [0], "text": ["a"]})
+    claims = _write(store, "claims", {
+        "uid": ["u1", "u2"], "claim": ["c", "d"], "label": ["SUPPORTED", "MAYBE"], "num_hops": [2, 9], "split": ["dev", "dev"],
+        "hpqa_id": [None, None], "n_facts": [2, 2], "n_resolved_facts": [2, 1], "n_gold_passages": [1, 1], "resolved": [True, True],
+    }, producer="claims")
+    facts = _write(store, "gold_facts", {"uid": ["u1", "u1"], "title": ["A", "A"], "sid": [0, 1], "pid": [1, 1]}, producer="claims")
+    refs = {"sentences": sentences, "claims": claims, "gold_facts": facts}
+    fact_gate = run_gate(store, "gold_facts", refs, raise_on_failure=False)
+    assert [f["expectation"] for f in fact_gate.failures] == ["every gold fact resolves to a corpus sentence"]
+    claim_gate = run_gate(store, "claims", refs, raise_on_failure=False)
+    names = " ".join(f["expectation"] for f in claim_gate.failures)
+    assert "label" in names and "num_hops" in names and "resolved claims have every fact resolved" in names
