@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
-from prefect.artifacts import create_table_artifact
+from prefect import task
 
 from baleen_core.claims import read_hover_claims, resolve_claims
 from baleen_core.config import DatasetConfig
 from baleen_schemas import CLAIMS, GOLD_FACTS, REJECTS
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
-from baleen_tasks.progress import flow_run_info
+from baleen_tasks.reporting import flow_run_info, publish_table, run_logger
 
 PRODUCER = "claims"
 OUTPUTS = ["claims", "gold_facts", "rejects"]
@@ -20,7 +19,7 @@ def ingest_claims(
     store_root: str, dataset: DatasetConfig, passages: ArtifactRef, run_id: str, force: bool = False
 ) -> dict[str, ArtifactRef]:
     """Validate HoVer claims and resolve their facts against ``passages``."""
-    logger = get_run_logger()
+    logger = run_logger()
     if not dataset.claims:
         raise FileNotFoundError(f"dataset {dataset.name!r} lists no claims files (expected claims_<split>.json)")
     store = ArtifactStore(store_root)
@@ -45,7 +44,7 @@ def ingest_claims(
         refs[name] = writer.ref
     stats = resolved.stats
     logger.info("claims: %s", stats.as_dict())
-    create_table_artifact(
+    publish_table(
         key="claims-ingest",
         table=[{"what": k, "count": v} for k, v in stats.as_dict().items() if not isinstance(v, dict)]
         + [{"what": f"rejected {k}", "count": v} for k, v in stats.rejects.items()],

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from prefect import get_run_logger, task
-from prefect.artifacts import create_table_artifact
+from prefect import task
 
 from baleen_core.config import CorpusConfig, DatasetConfig
 from baleen_core.corpus import CorpusMerger, get_splitter, read_source, source_bytes
 from baleen_schemas import PASSAGES, REJECTS, SENTENCES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
-from baleen_tasks.progress import Progress, flow_run_info
+from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
 
 PRODUCER = "corpus"
 OUTPUTS = ["passages", "sentences", "rejects"]
@@ -33,7 +32,7 @@ def ingest_corpus(
     Reuses the artifacts of an earlier run when sources, settings and schemas are unchanged.
     Retried once: the failures worth retrying here are I/O (a network file system hiccup).
     """
-    logger = get_run_logger()
+    logger = run_logger()
     store = ArtifactStore(store_root)
     fp, inputs, params = corpus_fingerprint(dataset, config)
     if not force and (reused := store.find_outputs(OUTPUTS, PRODUCER, fp)):
@@ -57,7 +56,7 @@ def ingest_corpus(
             raise RuntimeError(f"corpus counts do not reconcile: {stats.as_dict()}")
     refs = {name: w.ref for name, w in writers.items()}
     logger.info("corpus: %s", stats.as_dict())
-    create_table_artifact(
+    publish_table(
         key="corpus-ingest",
         table=[
             {"source": label, "rows_in": n} for label, n in stats.rows_in.items()

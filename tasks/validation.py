@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
 from baleen_storage import ArtifactRef, ArtifactStore
 from baleen_tasks.gates import GateFailed, run_gate
+from baleen_tasks.reporting import run_logger
 
 
 @task(name="validate", task_run_name="validate · {artifact}", retries=0)
 def validate_artifact(store_root: str, artifact: str, refs: dict[str, ArtifactRef]) -> dict:
     """Run ``artifact``'s suite; a failure fails the flow with the summary (and stores the result)."""
-    logger = get_run_logger()
+    logger = run_logger()
     try:
         gate = run_gate(ArtifactStore(store_root), artifact, refs)
     except GateFailed as failed:

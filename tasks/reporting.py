@@ -1,8 +1,11 @@
-"""Progress for long loops: a tqdm bar in the terminal and a Prefect progress artifact in the UI."""
+"""Reporting from tasks: progress (tqdm + Prefect progress artifact), run logger, table artifacts, run metadata."""
 
 from __future__ import annotations
 
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
+import logging
+
+from prefect import get_run_logger
+from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.context import get_run_context
 from prefect.runtime import flow_run
 from tqdm.auto import tqdm
@@ -23,6 +26,18 @@ def _in_run_context() -> bool:
     except Exception:
         return False
     return True
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's run logger inside a flow/task run (shown in the UI), a plain logger outside
+    (tasks called with ``.fn`` from benchmarks and tests)."""
+    return get_run_logger() if _in_run_context() else logging.getLogger("openbaleen")
+
+
+def publish_table(key: str, table: list[dict], description: str) -> None:
+    """A table artifact in the Prefect UI; a no-op outside a run."""
+    if _in_run_context():
+        create_table_artifact(key=key, table=table, description=description)
 
 
 class Progress:
