@@ -8,13 +8,14 @@ from baleen_core.claims import read_hover_claims, resolve_claims
 from baleen_core.config import DatasetConfig
 from baleen_schemas import CLAIMS, GOLD_FACTS, REJECTS
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
+from baleen_tasks.policies import retry_on_transient_io
 from baleen_tasks.reporting import flow_run_info, publish_table, run_logger
 
 PRODUCER = "claims"
 OUTPUTS = ["claims", "gold_facts", "rejects"]
 
 
-@task(name="ingest-claims", task_run_name="ingest-claims · {dataset.name}", tags=["io"], retries=1, retry_delay_seconds=5)
+@task(name="ingest-claims", task_run_name="ingest-claims · {dataset.name}", tags=["io"], retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=retry_on_transient_io)
 def ingest_claims(
     store_root: str, dataset: DatasetConfig, passages: ArtifactRef, run_id: str, force: bool = False
 ) -> dict[str, ArtifactRef]:

@@ -10,6 +10,7 @@ from baleen_core.config import CorpusConfig, DatasetConfig
 from baleen_core.corpus import CorpusMerger, get_splitter, read_source, source_bytes
 from baleen_schemas import PASSAGES, REJECTS, SENTENCES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
+from baleen_tasks.policies import retry_on_transient_io
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
 
 PRODUCER = "corpus"
@@ -23,14 +24,14 @@ def corpus_fingerprint(dataset: DatasetConfig, config: CorpusConfig) -> tuple[st
     return fingerprint(step=PRODUCER, inputs=inputs, params=params, schemas=versions), inputs, params
 
 
-@task(name="ingest-corpus", task_run_name="ingest-corpus · {dataset.name}", tags=["io"], retries=1, retry_delay_seconds=5)
+@task(name="ingest-corpus", task_run_name="ingest-corpus · {dataset.name}", tags=["io"], retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=retry_on_transient_io)
 def ingest_corpus(
     store_root: str, dataset: DatasetConfig, config: CorpusConfig, run_id: str, force: bool = False
 ) -> dict[str, ArtifactRef]:
     """Read every source in precedence order, split raw text into sentences, write three artifacts.
 
     Reuses the artifacts of an earlier run when sources, settings and schemas are unchanged.
-    Retried once: the failures worth retrying here are I/O (a network file system hiccup).
+    Retried only on transient I/O errors (e.g. a network file system hiccup), never on bad input.
     """
     logger = run_logger()
     store = ArtifactStore(store_root)
