@@ -37,13 +37,6 @@ class ArtifactSchema:
     def columns(self) -> list[str]:
         return list(self.schema.names)
 
-    def column_doc(self, column: str) -> str:
-        meta = self.schema.field(column).metadata or {}
-        return meta.get(b"doc", b"").decode()
-
-    def empty_table(self) -> pa.Table:
-        return self.schema.empty_table()
-
 
 class RejectReason(str, Enum):
     """Why a row was quarantined in ``rejects`` instead of reaching its artifact."""

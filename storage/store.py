@@ -361,16 +361,6 @@ class ArtifactStore:
         """Glob over every run's files of an artifact, for DuckDB's read_parquet."""
         return str(self.root / "artifacts" / _check_name("artifact", name) / "*" / "*" / "*.parquet")
 
-    def clean_tmp(self, older_than_s: float = 24 * 3600) -> int:
-        """Remove debris of killed writes; returns how many entries were removed."""
-        removed = 0
-        now = datetime.now().timestamp()
-        for entry in (self.root / "tmp").iterdir():
-            if now - entry.stat().st_mtime > older_than_s:
-                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
-                removed += 1
-        return removed
-
 
 def _code_version() -> str:
     try:
