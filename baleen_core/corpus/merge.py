@@ -92,13 +92,12 @@ class CorpusMerger:
         for label, records in sources:
             for record in records:
                 self.stats.rows_in[label] += 1
-                if isinstance(record, SourceRecord):
-                    record = self._admit(record)
-                if isinstance(record, Reject):
-                    self.stats.rejects[record.reason.value] += 1
-                    rejects.append(record.as_row())
+                admitted = self._admit(record) if isinstance(record, SourceRecord) else record
+                if isinstance(admitted, Reject):
+                    self.stats.rejects[admitted.reason.value] += 1
+                    rejects.append(admitted.as_row())
                 else:
-                    _append_passage(passages, sentences, record)
+                    _append_passage(passages, sentences, record, pid=admitted)
                     self.stats.passages += 1
                     self.stats.sentences += len(record.sentences)
                 if len(passages["pid"]) >= self.batch_passages or len(rejects) >= self.batch_passages:
@@ -107,7 +106,8 @@ class CorpusMerger:
         if passages["pid"] or rejects:
             yield _batch(passages, sentences, rejects)
 
-    def _admit(self, record: SourceRecord) -> SourceRecord | Reject:
+    def _admit(self, record: SourceRecord) -> int | Reject:
+        """The record's pid if its title is new, else a duplicate-title reject."""
         if record.title in self._titles:
             return Reject(
                 "passages",
@@ -124,15 +124,14 @@ class CorpusMerger:
             raise RuntimeError(f"passage id collision for title {record.title!r} (pid {pid}); please report it")
         self._titles.add(record.title)
         self._pids.add(pid)
-        return record
+        return pid
 
 
 def _columns(names: list[str]) -> dict[str, list]:
     return {n: [] for n in names}
 
 
-def _append_passage(passages: dict[str, list], sentences: dict[str, list], record: SourceRecord) -> None:
-    pid = passage_id(record.title)
+def _append_passage(passages: dict[str, list], sentences: dict[str, list], record: SourceRecord, pid: int) -> None:
     passages["pid"].append(pid)
     passages["title"].append(record.title)
     passages["source"].append(record.source)
