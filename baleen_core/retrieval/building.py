@@ -1,0 +1,72 @@
+"""Building an index, one step per function; the index flow calls them from Prefect tasks.
+
+``train_codec`` (a sample of passages → centroids + residual codec), ``encode_shard`` (passages →
+compressed token codes), ``merge_shards`` (shard doclens/codes → inverted lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from baleen_core.config import IndexConfig
+from baleen_core.retrieval.codec import ResidualCodec, choose_n_centroids
+from baleen_core.retrieval.index import build_ivf
+from baleen_core.retrieval.modeling import Flipr
+
+
+@dataclass
+class EncodedShard:
+    pids: np.ndarray
+    doclens: np.ndarray
+    codes: np.ndarray
+    payload: np.ndarray
+    fp16: np.ndarray | None
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.doclens.sum())
+
+
+def train_codec(
+    flipr: Flipr,
+    sample_texts: Sequence[str],
+    n_passages_total: int,
+    config: IndexConfig,
+    use_gpu: bool,
+    on_batch: Callable[[int], None] | None = None,
+) -> ResidualCodec:
+    """Encode a sample of passages and train the codec on their tokens."""
+    embeddings, doclens = flipr.encode_passages(sample_texts, config.batch_size, on_batch)
+    mean_len = float(doclens.mean()) if len(doclens) else 1.0
+    n_centroids = config.n_centroids or choose_n_centroids(len(embeddings), int(mean_len * n_passages_total))
+    return ResidualCodec.train(
+        embeddings.astype(np.float32),
+        n_centroids,
+        kind=config.codec,
+        pq_subvectors=config.pq_subvectors,
+        iterations=config.kmeans_iterations,
+        seed=config.seed,
+        use_gpu=use_gpu,
+    )
+
+
+def encode_shard(
+    flipr: Flipr,
+    codec: ResidualCodec,
+    pids: np.ndarray,
+    texts: Sequence[str],
+    config: IndexConfig,
+    on_batch: Callable[[int], None] | None = None,
+) -> EncodedShard:
+    """Encode passages (``title | text``) and compress their tokens."""
+    embeddings, doclens = flipr.encode_passages(texts, config.batch_size, on_batch)
+    codes, payload = codec.compress(embeddings)
+    return EncodedShard(pids, doclens, codes, payload, embeddings if config.keep_fp16 else None)
+
+
+def merge_shards(codes: Sequence[np.ndarray], doclens: Sequence[np.ndarray], n_centroids: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted lists over all shards, in shard order."""
+    return build_ivf(np.concatenate(codes), np.concatenate(doclens), n_centroids)

@@ -1,0 +1,168 @@
+"""The searchable corpus: token codes back to back, and inverted lists for candidate generation.
+
+Files of one shard (written by the index flow, one shard per task)::
+
+    pids.npy      [N]      int64   passage ids, in shard order
+    doclens.npy   [N]      int32   tokens per passage
+    codes.npy     [T]      uint16  nearest centroid of every token
+    payload.npy   [T, m]   uint8   PQ codes of the residuals   (or [T, dim] float16 with codec fp16)
+    fp16.npy      [T, dim] float16 optional uncompressed copy  (index.keep_fp16)
+
+and of the merged index: the codec (``centroids.npy``, ``residual_pq.faiss``) and the inverted
+lists ``ivf_offsets.npy`` [K+1] / ``ivf_docs.npy`` (for every centroid, the passages — positions
+in shard order — that have at least one token there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from baleen_core.retrieval.codec import ResidualCodec
+
+SHARD_FILES = ("pids.npy", "doclens.npy", "codes.npy", "payload.npy")
+FP16_FILE = "fp16.npy"
+IVF_OFFSETS_FILE = "ivf_offsets.npy"
+IVF_DOCS_FILE = "ivf_docs.npy"
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """Shard ``number`` holds the passages with ``lo <= pid <= hi`` (pids sorted, so shards are
+    a uniform random split of the corpus: pids are title hashes)."""
+
+    number: int
+    lo: int
+    hi: int
+    n_passages: int
+
+
+def plan_shards(sorted_pids: np.ndarray, shard_passages: int) -> list[ShardPlan]:
+    plans = []
+    for number, start in enumerate(range(0, len(sorted_pids), shard_passages)):
+        chunk = sorted_pids[start : start + shard_passages]
+        plans.append(ShardPlan(number, int(chunk[0]), int(chunk[-1]), len(chunk)))
+    return plans
+
+
+def write_shard(directory: Path, pids: np.ndarray, doclens: np.ndarray, codes: np.ndarray, payload: np.ndarray, fp16: np.ndarray | None) -> list[str]:
+    arrays = dict(zip(SHARD_FILES, (pids.astype(np.int64), doclens.astype(np.int32), codes, payload), strict=True))
+    if fp16 is not None:
+        arrays[FP16_FILE] = fp16.astype(np.float16)
+    for name, array in arrays.items():
+        np.save(directory / name, array)
+    return list(arrays)
+
+
+def ragged_gather(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flatten the ranges ``[starts[i], starts[i]+lens[i])``: (indices, which range each came from)."""
+    lens = lens.astype(np.int64)
+    owner = np.repeat(np.arange(len(lens)), lens)
+    within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    return np.repeat(starts.astype(np.int64), lens) + within, owner
+
+
+def build_ivf(codes: np.ndarray, doclens: np.ndarray, n_centroids: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted lists as CSR: passages of centroid c are ``docs[offsets[c]:offsets[c+1]]``, each once."""
+    token_doc = np.repeat(np.arange(len(doclens), dtype=np.int64), doclens)
+    pairs = np.unique(codes.astype(np.int64) * len(doclens) + token_doc)  # sorted by centroid, then passage
+    centroid, docs = np.divmod(pairs, max(len(doclens), 1))
+    offsets = np.zeros(n_centroids + 1, dtype=np.int64)
+    np.cumsum(np.bincount(centroid, minlength=n_centroids), out=offsets[1:])
+    return offsets, docs.astype(np.int32)
+
+
+class FliprIndex:
+    """All shards of one index, loaded, plus the codec and inverted lists."""
+
+    def __init__(
+        self,
+        codec: ResidualCodec,
+        pids: np.ndarray,
+        doclens: np.ndarray,
+        codes: np.ndarray,
+        payload: np.ndarray,
+        ivf_offsets: np.ndarray,
+        ivf_docs: np.ndarray,
+        fp16: np.ndarray | None = None,
+    ) -> None:
+        self.codec = codec
+        self.pids = pids
+        self.doclens = doclens
+        self.codes = codes
+        self.payload = payload
+        self.ivf_offsets = ivf_offsets
+        self.ivf_docs = ivf_docs
+        self.fp16 = fp16
+        self.token_offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
+        np.cumsum(doclens, out=self.token_offsets[1:])
+        self.position_of_pid = {int(p): i for i, p in enumerate(pids)}
+        self._dense: np.ndarray | None = None
+
+    @classmethod
+    def open(cls, index_dir: Path, shard_dirs: Sequence[Path], storage: str = "codec", use_gpu: bool = False) -> FliprIndex:
+        """Load an index. ``storage='codec'`` re-ranks from the codec's payload; ``'fp16'`` from the
+        shards' uncompressed copies (they must have been written with ``index.keep_fp16``)."""
+        if storage not in ("codec", "fp16"):
+            raise ValueError(f"storage must be 'codec' or 'fp16', not {storage!r}")
+        codec = ResidualCodec.load(index_dir, use_gpu=use_gpu)
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in (*SHARD_FILES, FP16_FILE)}
+        for shard in shard_dirs:
+            for name in SHARD_FILES:
+                parts[name].append(np.load(shard / name))
+            if storage == "fp16":
+                if not (shard / FP16_FILE).exists():
+                    raise FileNotFoundError(f"shard {shard} has no fp16 copy; rebuild the index with index.keep_fp16: true")
+                parts[FP16_FILE].append(np.load(shard / FP16_FILE))
+        pids, doclens, codes, payload = (np.concatenate(parts[name]) for name in SHARD_FILES)
+        fp16 = np.concatenate(parts[FP16_FILE]) if storage == "fp16" else None
+        return cls(codec, pids, doclens, codes, payload, np.load(index_dir / IVF_OFFSETS_FILE), np.load(index_dir / IVF_DOCS_FILE), fp16)
+
+    @property
+    def n_passages(self) -> int:
+        return len(self.pids)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.token_offsets[-1])
+
+    @property
+    def storage(self) -> str:
+        return "fp16" if self.fp16 is not None else self.codec.kind
+
+    @property
+    def bytes_per_token(self) -> float:
+        """Stored bytes per token for re-ranking: centroid id + payload (or the fp16 copy)."""
+        if self.fp16 is not None:
+            return float(self.fp16.shape[1] * 2)
+        return float(self.codec.bytes_per_token)
+
+    def token_range(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token indices of the given passages and, for each token, its passage's row in ``positions``."""
+        return ragged_gather(self.token_offsets[positions], self.doclens[positions])
+
+    def embeddings(self, token_idx: np.ndarray) -> np.ndarray:
+        """Float32 unit vectors of the given tokens (decompressed, or from the fp16 copy)."""
+        if self._dense is not None:
+            return self._dense[token_idx]
+        if self.fp16 is not None:
+            return self.fp16[token_idx].astype(np.float32)
+        return self.codec.decompress(self.codes[token_idx], self.payload[token_idx])
+
+    def materialize(self) -> None:
+        """Keep every token decompressed in memory (4·dim bytes/token) for exhaustive search."""
+        if self._dense is None:
+            self._dense = np.concatenate(list(self._dense_chunks()))
+
+    def _dense_chunks(self, chunk: int = 500_000) -> Iterator[np.ndarray]:
+        for start in range(0, self.n_tokens, chunk):
+            yield self.embeddings(np.arange(start, min(start + chunk, self.n_tokens)))
+
+    def postings(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Passages listed under each centroid of a flat array: (passage positions, owner index)."""
+        starts = self.ivf_offsets[centroids]
+        flat, owner = ragged_gather(starts, self.ivf_offsets[centroids + 1] - starts)
+        return self.ivf_docs[flat], owner

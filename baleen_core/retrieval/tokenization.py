@@ -1,0 +1,142 @@
+"""Turning claims, context facts and passages into FLIPR encoder inputs.
+
+Query layout (Baleen/ColBERT)::
+
+    [CLS] [Q] claim … [SEP] [MASK] [MASK] …      ← exactly ``query_maxlen`` (64) claim positions
+    fact₁ tokens [SEP] fact₂ tokens [SEP] …      ← context positions, up to ``context_maxlen``
+
+Document layout: ``[CLS] [D] title | text [SEP]``, at most ``doc_maxlen`` tokens.
+
+The [Q]/[D] markers are vocabulary tokens looked up by name (BERT vocabularies reserve
+``[unused0]``/``[unused1]``, as ColBERT uses); a vocabulary without them gets them added as special
+tokens, and the encoder grows its embedding table to match. No token id is written in this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+CONTEXT_SEPARATOR = " | "
+
+
+def fact_text(title: str, sentence: str) -> str:
+    """How a context fact is written into a query: ``title | sentence``."""
+    return f"{title}{CONTEXT_SEPARATOR}{sentence}"
+
+
+def passage_text(title: str, text: str) -> str:
+    return f"{title}{CONTEXT_SEPARATOR}{text}"
+
+
+@dataclass
+class QueryBatch:
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L] what the encoder attends to
+    score_mask: torch.Tensor  # [B, L] bool: positions that may count in FLIPR
+    n_claim: int  # positions < n_claim are claim positions
+
+    def to(self, device: torch.device | str) -> QueryBatch:
+        return QueryBatch(self.input_ids.to(device), self.attention_mask.to(device), self.score_mask.to(device), self.n_claim)
+
+
+@dataclass
+class DocBatch:
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+
+    def to(self, device: torch.device | str) -> DocBatch:
+        return DocBatch(self.input_ids.to(device), self.attention_mask.to(device))
+
+
+class FliprTokenizer:
+    """Builds query and document id tensors; special ids all come from the wrapped tokenizer."""
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        query_maxlen: int = 64,
+        context_maxlen: int = 128,
+        doc_maxlen: int = 256,
+        attend_to_mask_tokens: bool = False,
+        query_marker: str = "[unused0]",
+        doc_marker: str = "[unused1]",
+    ) -> None:
+        if query_maxlen < 4 or doc_maxlen < 4:
+            raise ValueError("query_maxlen and doc_maxlen must leave room for [CLS], a marker and [SEP] (≥ 4)")
+        for name in ("cls_token_id", "sep_token_id", "mask_token_id", "pad_token_id"):
+            if getattr(tokenizer, name) is None:
+                raise ValueError(f"the tokenizer has no {name.removesuffix('_id')}; FLIPR needs a BERT-style vocabulary")
+        self.tokenizer = tokenizer
+        self.query_maxlen = query_maxlen
+        self.context_maxlen = context_maxlen
+        self.doc_maxlen = doc_maxlen
+        self.attend_to_mask_tokens = attend_to_mask_tokens
+        self.added_markers = [m for m in (query_marker, doc_marker) if not self._in_vocab(m)]
+        if self.added_markers:
+            tokenizer.add_special_tokens({"additional_special_tokens": self.added_markers})
+        self.query_marker_id = tokenizer.convert_tokens_to_ids(query_marker)
+        self.doc_marker_id = tokenizer.convert_tokens_to_ids(doc_marker)
+        self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+        self.mask_id, self.pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id
+
+    def _in_vocab(self, token: str) -> bool:
+        token_id = self.tokenizer.convert_tokens_to_ids(token)
+        return token_id is not None and token_id != self.tokenizer.unk_token_id
+
+    def _ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tokenizer(list(texts), add_special_tokens=False, truncation=False)["input_ids"] if texts else []
+
+    def claim_ids(self, claim: str) -> list[int]:
+        """The claim part: [CLS] [Q] claim [SEP] then [MASK] up to ``query_maxlen`` positions."""
+        body = self._ids([claim])[0][: self.query_maxlen - 3]
+        ids = [self.cls_id, self.query_marker_id, *body, self.sep_id]
+        return ids + [self.mask_id] * (self.query_maxlen - len(ids))
+
+    def context_ids(self, facts: Sequence[str]) -> list[int]:
+        """Context facts, each followed by [SEP], truncated to ``context_maxlen`` positions."""
+        ids: list[int] = []
+        for fact in self._ids(facts):
+            ids.extend([*fact, self.sep_id])
+        return ids[: self.context_maxlen]
+
+    def queries(self, claims: Sequence[str], contexts: Sequence[Sequence[str]] | None = None) -> QueryBatch:
+        """Claims plus, per claim, its context facts (already written as ``title | sentence``)."""
+        contexts = contexts if contexts is not None else [()] * len(claims)
+        if len(contexts) != len(claims):
+            raise ValueError(f"{len(claims)} claims but {len(contexts)} context lists")
+        claim_part = [self.claim_ids(c) for c in claims]
+        context_part = [self.context_ids(list(facts)) for facts in contexts]
+        width = self.query_maxlen + max((len(c) for c in context_part), default=0)
+        ids = torch.full((len(claims), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(claims), width), dtype=torch.long)
+        score = torch.zeros((len(claims), width), dtype=torch.bool)
+        for row, (claim, context) in enumerate(zip(claim_part, context_part, strict=True)):
+            full = claim + context
+            ids[row, : len(full)] = torch.tensor(full)
+            score[row, : len(full)] = True
+            attention[row, : len(full)] = 1
+            if not self.attend_to_mask_tokens:
+                attention[row, : self.query_maxlen] = torch.tensor([int(t != self.mask_id) for t in claim])
+        return QueryBatch(ids, attention, score, self.query_maxlen)
+
+    def doc_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Token count of each document after truncation (for length-sorted batching)."""
+        return [min(len(ids) + 3, self.doc_maxlen) for ids in self._ids(texts)]
+
+    def docs(self, texts: Sequence[str]) -> DocBatch:
+        """Documents written as ``title | text``, padded to the longest in the batch."""
+        rows = [[self.cls_id, self.doc_marker_id, *ids[: self.doc_maxlen - 3], self.sep_id] for ids in self._ids(texts)]
+        width = max((len(r) for r in rows), default=0)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            attention[i, : len(row)] = 1
+        return DocBatch(ids, attention)
+
+    def id_to_token(self, ids: Sequence[int]) -> list[str]:
+        return self.tokenizer.convert_ids_to_tokens(list(ids))

@@ -1,0 +1,43 @@
+"""Opening a published FLIPR index: the index artifact, its shards and the encoder it was built with."""
+
+from __future__ import annotations
+
+from baleen_core.config import BaleenConfig, RetrieverConfig
+from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher
+from baleen_storage.store import ArtifactRef, ArtifactStore, StoreError
+
+PRODUCER = "index"
+
+
+def index_retriever_config(ref: ArtifactRef, device: str = "auto") -> RetrieverConfig:
+    """The retriever settings an index was built with (queries must be encoded the same way)."""
+    raw = dict(ref.manifest.params["retriever"])
+    raw["device"] = device
+    return RetrieverConfig.model_validate(raw)
+
+
+def shard_refs(store: ArtifactStore, ref: ArtifactRef) -> list[ArtifactRef]:
+    return [store.get("flipr_shard", s["run_id"], s["producer"]) for s in ref.manifest.stats["shards"]]
+
+
+def open_index(store: ArtifactStore, ref: ArtifactRef | None = None, storage: str = "codec", use_gpu: bool = False) -> tuple[FliprIndex, ArtifactRef]:
+    """Load an index (default: the newest) with its shards; ``storage`` as in :meth:`FliprIndex.open`."""
+    ref = ref or store.latest("flipr_index", PRODUCER)
+    try:
+        shards = shard_refs(store, ref)
+    except StoreError as err:
+        raise StoreError(f"index {ref.path} refers to a shard that is gone ({err}); rebuild it with `baleen index`") from err
+    return FliprIndex.open(ref.path, [s.path for s in shards], storage=storage, use_gpu=use_gpu), ref
+
+
+def open_searcher(store: ArtifactStore, config: BaleenConfig, ref: ArtifactRef | None = None, storage: str = "codec") -> tuple[FliprSearcher, ArtifactRef]:
+    """A searcher over an index (default: the newest), with the encoder it was built with."""
+    index, ref = open_index(store, ref, storage)
+    flipr = Flipr.load(index_retriever_config(ref, config.retriever.device))
+    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates), ref
+
+
+def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[ArtifactRef, ArtifactRef]:
+    """The passages and sentences artifacts an index was built from."""
+    run_id = ref.manifest.stats["passages_run"]
+    return store.get("passages", run_id, "corpus"), store.get("sentences", run_id, "corpus")

@@ -1,0 +1,84 @@
+"""Indexed search against exhaustive FLIPR, exclusions, and explanations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from baleen_core.config import IndexConfig
+from baleen_core.retrieval import FliprIndex, FliprSearcher, flipr_score, passage_text
+from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec
+
+
+def make_index(flipr, texts, kind="pq", n_centroids=16) -> FliprIndex:
+    config = IndexConfig(codec=kind, n_centroids=n_centroids, pq_subvectors=16, batch_size=8)
+    codec = train_codec(flipr, texts, len(texts), config, use_gpu=False)
+    shard = encode_shard(flipr, codec, np.arange(len(texts), dtype=np.int64) * 10 + 3, texts, config)
+    offsets, docs = merge_shards([shard.codes], [shard.doclens], codec.n_centroids)
+    return FliprIndex(codec, shard.pids, shard.doclens, shard.codes, shard.payload, offsets, docs)
+
+
+@pytest.fixture(scope="module")
+def corpus(passages):
+    # the six real passages plus generated filler so that candidate generation has something to prune
+    filler = [(f"Filler {i}", f"Filler page {i} is about the {['river', 'mountain', 'harbour'][i % 3]} of town {i}.") for i in range(60)]
+    return [passage_text(t, x) for t, x in passages + filler]
+
+
+@pytest.fixture(scope="module")
+def fp16_searcher(flipr, corpus):
+    return FliprSearcher(flipr, make_index(flipr, corpus, kind="fp16"), nprobe=2, ncandidates=8)
+
+
+CLAIM = "An Australian actress starred in a 2014 thriller directed by a Danish director."
+
+
+def test_exhaustive_equals_brute_force_flipr(flipr, corpus, fp16_searcher):
+    hits = fp16_searcher.exhaustive([CLAIM], k=len(corpus))[0]
+    q, batch = flipr.encode_queries([CLAIM])
+    docs = flipr.tokenizer.docs(corpus)
+    d = flipr.encode_doc_batch(docs)
+    expected = flipr_score(q, batch.score_mask, d, docs.attention_mask.bool(), batch.n_claim, 32, 8)[0]
+    got = {h.pid: h.score for h in hits}
+    for i in range(len(corpus)):
+        assert got[i * 10 + 3] == pytest.approx(float(expected[i]), abs=2e-2)  # fp16 storage
+
+
+def test_index_with_every_candidate_is_exhaustive(flipr, corpus):
+    index = make_index(flipr, corpus, kind="pq")
+    full = FliprSearcher(flipr, index, nprobe=index.codec.n_centroids, ncandidates=len(corpus))
+    assert [h.pid for h in full.search([CLAIM], k=10)[0]] == [h.pid for h in full.exhaustive([CLAIM], k=10)[0]]
+
+
+def test_pruned_search_keeps_the_top_hits(fp16_searcher):
+    exact = [h.pid for h in fp16_searcher.exhaustive([CLAIM], k=3)[0]]
+    approx = [h.pid for h in fp16_searcher.search([CLAIM], k=3)[0]]
+    assert approx[0] == exact[0] and len(set(approx) & set(exact)) >= 2
+
+
+def test_excluded_passages_are_skipped(fp16_searcher):
+    top = fp16_searcher.search([CLAIM], k=3)[0]
+    again = fp16_searcher.search([CLAIM], k=3, exclude=[{top[0].pid}])[0]
+    assert top[0].pid not in {h.pid for h in again} and again[0].pid == top[1].pid
+    exhaustive = fp16_searcher.exhaustive([CLAIM], k=3, exclude=[{top[0].pid}])[0]
+    assert top[0].pid not in {h.pid for h in exhaustive}
+
+
+def test_context_changes_the_ranking(fp16_searcher):
+    plain = fp16_searcher.exhaustive([CLAIM], k=66)[0]
+    with_context = fp16_searcher.exhaustive([CLAIM], [["Oren Vask | Oren Vask is a Danish director. He was born in Aarhus."]], k=66)[0]
+    rank = lambda hits, pid: [h.pid for h in hits].index(pid)  # noqa: E731
+    oren_vask = 2 * 10 + 3  # the passage the context fact came from: its 8 context matches are near-perfect
+    assert rank(plain, oren_vask) > 0 and rank(with_context, oren_vask) == 0
+
+
+def test_explanation_counts_k_claim_and_k_context_positions(fp16_searcher, corpus):
+    context = ["Glass Harbour | Glass Harbour is a 2014 thriller film directed by Oren Vask."]
+    score, matches = fp16_searcher.explain(CLAIM, context, corpus[2])
+    claim = [m for m in matches if m.part == "claim"]
+    ctx = [m for m in matches if m.part == "context"]
+    assert len(claim) == 32 and sum(m.counted for m in claim) == 32  # query_maxlen=32 in the fixture: all count
+    assert sum(m.counted for m in ctx) == 8 and len(ctx) > 8
+    assert score == pytest.approx(sum(m.similarity for m in matches if m.counted), abs=1e-4)
+    assert all(m.doc_token for m in matches) and torch.is_tensor(torch.tensor([m.similarity for m in matches]))
