@@ -55,6 +55,8 @@ def _report(refs: dict) -> None:
     for key, ref in refs.items():
         typer.echo(f"  {key:<22} {ref.rows:>9,} rows  {ref.path}")
     typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql \"{SAMPLE_QUERY}\"")
+    if any(key.endswith("flipr_index") for key in refs):
+        typer.echo('Search the index, e.g.:\n  baleen search "<a claim>" --explain 1')
     typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
 
 

@@ -64,11 +64,7 @@ class FliprSearcher:
         exclude: Sequence[Collection[int]] | None = None,
     ) -> list[list[Hit]]:
         """Top-``k`` passages per claim (with its context facts), skipping ``exclude[i]`` pids."""
-        queries, lengths, n_claim = self.encode(claims, contexts)
-        return [
-            self.search_encoded(q, n_claim, k, exclude[i] if exclude else ())
-            for i, q in enumerate(self._unpad(queries, lengths))
-        ]
+        return self._each_query(self.search_encoded, claims, contexts, k, exclude)
 
     def exhaustive(
         self,
@@ -78,21 +74,30 @@ class FliprSearcher:
         exclude: Sequence[Collection[int]] | None = None,
     ) -> list[list[Hit]]:
         """Exact FLIPR over every passage (slow; the index's reference)."""
+        return self._each_query(self.exhaustive_encoded, claims, contexts, k, exclude)
+
+    # ---- the HopRanker protocol (latent hop ordering) -------------------------------------------
+    name = "flipr"
+
+    def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
+        hits = self.search([claim], [list(context)], k=depth, exclude=[exclude])[0]
+        return [(h.pid, h.score) for h in hits]
+
+    def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
+        """Exact FLIPR scores of the given passages (from the index's stored tokens)."""
+        queries, lengths, n_claim = self.encode([claim], [list(context)])
+        positions = np.array([self.index.position_of_pid[int(p)] for p in pids], dtype=np.int64)
+        return self.score_positions(queries[0, : lengths[0]], n_claim, positions).tolist()
+
+    def _each_query(self, method, claims, contexts, k, exclude) -> list[list[Hit]]:
         queries, lengths, n_claim = self.encode(claims, contexts)
-        return [
-            self.exhaustive_encoded(q, n_claim, k, exclude[i] if exclude else ())
-            for i, q in enumerate(self._unpad(queries, lengths))
-        ]
+        return [method(queries[i, :n], n_claim, k, exclude[i] if exclude else ()) for i, n in enumerate(lengths)]
 
     def encode(self, claims: Sequence[str], contexts: Sequence[Sequence[str]] | None = None) -> tuple[torch.Tensor, list[int], int]:
         """Query embeddings on the CPU, the number of valid positions of each, and ``n_claim``.
         Valid positions are always a prefix (claim positions, then the real context tokens)."""
         embs, batch = self.flipr.encode_queries(claims, contexts)
         return embs.cpu(), batch.score_mask.sum(dim=1).tolist(), batch.n_claim
-
-    @staticmethod
-    def _unpad(queries: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
-        return [queries[i, :n] for i, n in enumerate(lengths)]
 
     # ---- indexed search ------------------------------------------------------------------------
     def candidates(self, query: torch.Tensor, n_claim: int, exclude: Collection[int] = ()) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 from baleen_core.config import CorpusSource
 from baleen_core.corpus import CorpusMerger, SourceRecord, get_splitter, normalize_title, passage_id, read_abstracts, read_beir, read_source
 from baleen_core.rejects import InputError, Reject
-from conftest import write_abstracts
+from helpers import write_abstracts
 
 
 def _only(records, cls):

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.config import DemoConfig
-from baleen_core.demo_world import write_demo_world
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 
-TINY = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6,
-                  n_distractors=15, n_train_claims=30, n_dev_claims=12)
 
 
 @pytest.fixture
@@ -19,10 +15,10 @@ def store_env(tmp_path, monkeypatch):
     return ArtifactStore(tmp_path / "store")
 
 
-def test_ingest_flow_on_demo_world_reconciles_and_reuses(prefect_server, store_env, tmp_path):
+def test_ingest_flow_on_demo_world_reconciles_and_reuses(prefect_server, store_env, tiny_world):
     from baleen_flows.ingest import ingest_flow
 
-    data = write_demo_world(tmp_path / "demo", TINY)
+    data = tiny_world
     first = ingest_flow(str(data))
     assert first["corpus/passages"].rows == 40 + 20 + 10 + 10 + 12 + 5 + 6 + 15  # = 118
     assert first["claims/claims"].rows == 42 and first["claims/rejects"].rows == 0
@@ -35,13 +31,13 @@ def test_ingest_flow_on_demo_world_reconciles_and_reuses(prefect_server, store_e
     assert first["corpus/passages"].manifest.flow_run_id is not None
 
 
-def test_bad_input_is_quarantined_and_counts_reconcile(prefect_server, store_env, tmp_path):
+def test_bad_input_is_quarantined_and_counts_reconcile(prefect_server, store_env, tiny_world):
     import bz2
     import json
 
     from baleen_flows.ingest import ingest_flow
 
-    data = write_demo_world(tmp_path / "demo", TINY)
+    data = tiny_world
     extra = data / "wiki" / "AB" / "wiki_00.bz2"
     extra.parent.mkdir()
     lines = [json.dumps({"id": "x1", "title": "The Broken", "text": []}), "{not json", json.dumps({"id": "x2", "title": "Dorvenven"})]

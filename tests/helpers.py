@@ -1,0 +1,16 @@
+"""Helpers shared by tests (importable as ``helpers``: pytest puts ``tests/`` on sys.path)."""
+
+from __future__ import annotations
+
+import bz2
+import json
+from pathlib import Path
+
+
+def write_abstracts(root: Path, rows: list, name: str = "AA/wiki_00.bz2", raw_lines: list[bytes] | None = None) -> Path:
+    """An abstracts tree with one bz2 file of ``rows`` (dicts) and then ``raw_lines`` verbatim."""
+    path = root / "wiki" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows) + b"".join(raw_lines or [])
+    path.write_bytes(bz2.compress(data))
+    return root / "wiki"
