@@ -155,6 +155,34 @@ class SearchConfig(_Strict):
     ncandidates: int = Field(default=512, ge=1, description="Candidates re-ranked with exact FLIPR.")
 
 
+class LabelConfig(_Strict):
+    """Latent hop ordering rounds (see ``baleen_core.training.hop_ordering``)."""
+
+    rounds: int = Field(default=2, ge=1, description="Label rounds: round 0 heuristic, then one per trained FLIPR.")
+    round0: Literal["bm25", "flipr"] = Field(default="bm25", description="Round-0 retriever: BM25 or the untrained FLIPR.")
+    depth: int = Field(default=100, ge=1, description="Ranks beyond this count as 'not reached'.")
+    n_negatives: int = Field(default=8, ge=1, description="Hard negatives kept per hop.")
+    max_claims: int | None = Field(default=None, ge=1, description="Label only the first N training claims (smoke runs).")
+
+
+class FliprTrainingConfig(_Strict):
+    """FLIPR training on hop labels: (claim + context, positive, hard negatives), in-batch negatives."""
+
+    epochs: int = Field(default=1, ge=1)
+    batch_size: int = Field(default=16, ge=2, description="Queries per step; every query also sees the others' passages.")
+    hard_negatives: int = Field(default=1, ge=0, description="Hard negatives per query, from the hop labels.")
+    lr: float = Field(default=3e-5, gt=0, description="AdamW learning rate of the backbone.")
+    head_lr: float = Field(default=1e-3, gt=0, description="Learning rate of the (fresh) projection head.")
+    warmup: float = Field(default=0.1, ge=0, le=1, description="Share of steps with linear warm-up.")
+    grad_clip: float = Field(default=1.0, gt=0)
+    max_examples: int | None = Field(default=None, ge=1, description="Use only the first N examples (smoke runs).")
+    seed: int = 0
+
+
+class TrainingConfig(_Strict):
+    flipr: FliprTrainingConfig = FliprTrainingConfig()
+
+
 def default_store_root() -> Path:
     """$BALEEN_STORE, else <baleen home>/store."""
     env = os.environ.get("BALEEN_STORE")
@@ -168,6 +196,8 @@ class BaleenConfig(_Strict):
     retriever: RetrieverConfig = RetrieverConfig()
     index: IndexConfig = IndexConfig()
     search: SearchConfig = SearchConfig()
+    labels: LabelConfig = LabelConfig()
+    training: TrainingConfig = TrainingConfig()
 
     @field_validator("store_root")
     @classmethod

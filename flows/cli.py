@@ -138,7 +138,7 @@ def search(
     cfg = BaleenConfig.load(_config_arg(config))
     db = ArtifactStore(cfg.store_root)
     try:
-        searcher, ref = open_searcher(db, cfg)
+        searcher, ref = open_searcher(db, cfg.search, cfg.retriever.device)
     except StoreError as err:
         typer.echo(f"{err}", err=True)
         raise typer.Exit(2) from None

@@ -161,8 +161,53 @@ INDEX_PASSAGES = ArtifactSchema(
     ),
 )
 
+HOP_LABELS = ArtifactSchema(
+    name="hop_labels",
+    version=1,
+    description="Latent hop ordering: per training claim and hop, the positive gold passage, its rank and hard negatives.",
+    key=("round", "uid", "hop"),
+    sort_by=("round", "uid", "hop"),
+    schema=pa.schema(
+        [
+            _col("round", pa.int32(), "Label round: 0 = heuristic retriever, r+1 = FLIPR trained on round r."),
+            _col("labeller", pa.string(), "Retriever that ranked: 'bm25' or 'flipr'."),
+            _col("uid", pa.string(), "Claim uid."),
+            _col("hop", pa.int32(), "Hop number, from 1."),
+            _col("context_pids", pa.list_(pa.int64()), "Gold passages assigned to earlier hops."),
+            _col("context_facts", pa.list_(pa.string()), "Their gold sentences as 'title | sentence': the query context."),
+            _col("positive_pid", pa.int64(), "The gold passage assigned to this hop."),
+            _col("positive_rank", pa.int32(), "Its 1-based rank for claim + context; null = beyond the search depth.", nullable=True),
+            _col("positive_score", pa.float64(), "Its exact retriever score."),
+            _col("negative_pids", pa.list_(pa.int64()), "Best-ranked non-gold passages (hard negatives)."),
+            _col("remaining_gold_pids", pa.list_(pa.int64()), "Gold passages not yet assigned before this hop (incl. the positive)."),
+            _col("remaining_gold_ranks", pa.list_(pa.int32()), "Their ranks, aligned; null = beyond the depth."),
+            _col("reached", pa.bool_(), "positive_rank is not null."),
+        ]
+    ),
+)
+
+TRAINING_STEPS = ArtifactSchema(
+    name="training_steps",
+    version=1,
+    description="One row per optimizer step of a training run.",
+    key=("model", "round", "step"),
+    sort_by=("step",),
+    schema=pa.schema(
+        [
+            _col("model", pa.string(), "Which model: 'flipr' (later: condenser stages, reader)."),
+            _col("round", pa.int32(), "Label round the training examples came from."),
+            _col("epoch", pa.int32(), "Epoch, from 0."),
+            _col("step", pa.int64(), "Optimizer step, from 0, over all epochs."),
+            _col("loss", pa.float64(), "Training loss of the step's batch."),
+            _col("lr", pa.float64(), "Backbone learning rate after the step."),
+            _col("examples", pa.int32(), "Examples in the batch."),
+            _col("seconds", pa.float64(), "Wall time of the step."),
+        ]
+    ),
+)
+
 ARTIFACTS: dict[str, ArtifactSchema] = {
-    a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS, INDEX_PASSAGES)
+    a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS, INDEX_PASSAGES, HOP_LABELS, TRAINING_STEPS)
 }
 
 
@@ -209,7 +254,14 @@ FLIPR_INDEX = FileArtifactSpec(
     },
 )
 
-FILE_ARTIFACTS: dict[str, FileArtifactSpec] = {a.name: a for a in (FLIPR_CODEC, FLIPR_SHARD, FLIPR_INDEX)}
+FLIPR_CHECKPOINT = FileArtifactSpec(
+    name="flipr_checkpoint",
+    version=1,
+    description="A trained FLIPR (producer flipr-rN: trained on round-N hop labels); use as retriever.checkpoint.",
+    files={"backbone/": "Hugging Face model + tokenizer", "flipr_head.pt": "projection state dict (weights_only)", "flipr_config.json": "retriever settings"},
+)
+
+FILE_ARTIFACTS: dict[str, FileArtifactSpec] = {a.name: a for a in (FLIPR_CODEC, FLIPR_SHARD, FLIPR_INDEX, FLIPR_CHECKPOINT)}
 
 
 def file_artifact_spec(name: str) -> FileArtifactSpec:

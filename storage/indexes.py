@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from baleen_core.config import BaleenConfig, RetrieverConfig
+from baleen_core.config import RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher
 from baleen_storage.store import ArtifactRef, ArtifactStore, StoreError
 
@@ -21,8 +21,9 @@ def shard_refs(store: ArtifactStore, ref: ArtifactRef) -> list[ArtifactRef]:
 
 
 def open_index(store: ArtifactStore, ref: ArtifactRef | None = None, storage: str = "codec", use_gpu: bool = False) -> tuple[FliprIndex, ArtifactRef]:
-    """Load an index (default: the newest) with its shards; ``storage`` as in :meth:`FliprIndex.open`."""
-    ref = ref or store.latest("flipr_index", PRODUCER)
+    """Load an index (default: the newest, of any producer) with its shards; ``storage`` as in
+    :meth:`FliprIndex.open`."""
+    ref = ref or store.latest("flipr_index")
     try:
         shards = shard_refs(store, ref)
     except StoreError as err:
@@ -30,11 +31,13 @@ def open_index(store: ArtifactStore, ref: ArtifactRef | None = None, storage: st
     return FliprIndex.open(ref.path, [s.path for s in shards], storage=storage, use_gpu=use_gpu), ref
 
 
-def open_searcher(store: ArtifactStore, config: BaleenConfig, ref: ArtifactRef | None = None, storage: str = "codec") -> tuple[FliprSearcher, ArtifactRef]:
+def open_searcher(
+    store: ArtifactStore, search: SearchConfig, device: str = "auto", ref: ArtifactRef | None = None, storage: str = "codec"
+) -> tuple[FliprSearcher, ArtifactRef]:
     """A searcher over an index (default: the newest), with the encoder it was built with."""
     index, ref = open_index(store, ref, storage)
-    flipr = Flipr.load(index_retriever_config(ref, config.retriever.device))
-    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates), ref
+    flipr = Flipr.load(index_retriever_config(ref, device))
+    return FliprSearcher(flipr, index, search.nprobe, search.ncandidates), ref
 
 
 def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[ArtifactRef, ArtifactRef]:

@@ -160,6 +160,7 @@ class ArtifactWriter:
         self._files: list[str] = []
         self._writer: pq.ParquetWriter | None = None
         self._rows_in_file = 0
+        self.stats: dict[str, Any] = {}  # results to record in the manifest (set before the block ends)
         self.ref: ArtifactRef | None = None
 
     def __enter__(self) -> ArtifactWriter:
@@ -207,7 +208,7 @@ class ArtifactWriter:
             self._writer.close()
         self.ref = self.store._publish_dir(
             self.tmp_dir, self.schema.name, self.schema.version, self.rows, self._files, self.run_id, self.producer,
-            self.fingerprint, self.inputs, self.params, {}, self.flow_run,
+            self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
         )
 
 
@@ -235,7 +236,7 @@ class FileArtifactWriter:
         if exc_type is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             return
-        files = sorted(p.name for p in self.dir.iterdir() if p.is_file())
+        files = sorted(str(p.relative_to(self.dir)) for p in self.dir.rglob("*") if p.is_file())
         for name in files:
             _fsync_file(self.dir / name)
         self.ref = self.store._publish_dir(
@@ -449,6 +450,22 @@ class ArtifactStore:
             )
             files = lambda ref: [str(f) for f in ref.files]  # noqa: E731
             return con.sql(sql, params=[files(passages), files(sentences), *params]).to_arrow_table()
+        finally:
+            con.close()
+
+    def claim_gold(self, claims: ArtifactRef, gold_facts: ArtifactRef, sentences: ArtifactRef, split: str) -> pa.Table:
+        """Resolved claims of one split with their gold facts and sentence text:
+        ``(uid, claim, label, num_hops, pid, title, sid, text)`` sorted by uid, pid, sid."""
+        sql = (
+            "SELECT c.uid, c.claim, c.label, c.num_hops, f.pid, f.title, f.sid, s.text "
+            "FROM read_parquet(?) c JOIN read_parquet(?) f ON f.uid = c.uid "
+            "JOIN read_parquet(?) s ON s.pid = f.pid AND s.sid = f.sid "
+            "WHERE c.split = ? AND c.resolved ORDER BY c.uid, f.pid, f.sid"
+        )
+        con = duckdb.connect()
+        try:
+            files = [[str(f) for f in ref.files] for ref in (claims, gold_facts, sentences)]
+            return con.sql(sql, params=[*files, split]).to_arrow_table()
         finally:
             con.close()
 

@@ -156,6 +156,37 @@ def _index_passages_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
+def _hop_labels_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=["round", "uid", "hop"]),
+        gxe.ExpectColumnValuesToBeBetween(column="hop", min_value=1, max_value=HOP_RANGE[1]),
+        gxe.ExpectColumnValuesToBeBetween(column="positive_rank", min_value=1),
+        gxe.UnexpectedRowsExpectation(
+            description="hops of a claim run 1..n without gaps, and each gold passage is assigned once",
+            unexpected_rows_query=(
+                "SELECT round, uid FROM {batch} GROUP BY round, uid "
+                "HAVING min(hop) <> 1 OR max(hop) <> count(*) OR count(DISTINCT positive_pid) <> count(*)"
+            ),
+        ),
+        gxe.UnexpectedRowsExpectation(
+            description="a positive is never among the hop's negatives or its context",
+            unexpected_rows_query="SELECT uid, hop FROM {batch} WHERE list_contains(negative_pids, positive_pid) OR list_contains(context_pids, positive_pid)",
+        ),
+        gxe.UnexpectedRowsExpectation(
+            description="reached is exactly 'positive_rank is not null'",
+            unexpected_rows_query="SELECT uid, hop FROM {batch} WHERE reached <> (positive_rank IS NOT NULL)",
+        ),
+    ]
+    if "passages" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="every positive is a corpus passage",
+                unexpected_rows_query="SELECT l.uid, l.hop, l.positive_pid FROM {batch} l ANTI JOIN passages p ON p.pid = l.positive_pid",
+            )
+        )
+    return suite
+
+
 #: Suite builders by artifact; each gets the names of the views available beside its batch.
 SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "passages": _passages_suite,
@@ -164,6 +195,7 @@ SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "gold_facts": _gold_facts_suite,
     "rejects": _rejects_suite,
     "index_passages": _index_passages_suite,
+    "hop_labels": _hop_labels_suite,
 }
 
 

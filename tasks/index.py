@@ -28,6 +28,16 @@ from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_l
 GPU_TAG = "gpu"
 
 
+def index_producer(tag: str | None) -> str:
+    """Producer of an index's codec/index artifacts: ``index``, or ``index-<tag>`` for a second
+    index in the same run (e.g. ``index-flipr-r0`` built with a trained checkpoint)."""
+    return PRODUCER if tag is None else f"{PRODUCER}-{tag}"
+
+
+def shard_producer(tag: str | None, number: int) -> str:
+    return f"shard-{number:05d}" if tag is None else f"{tag}-shard-{number:05d}"
+
+
 def encoder_fingerprint(config: RetrieverConfig) -> str:
     """Changes when the weights or any encoding setting changes (device excluded)."""
     source = Path(config.checkpoint) if config.checkpoint else Path(config.resolved_backbone())
@@ -51,13 +61,20 @@ def plan_index_shards(store_root: str, passages: ArtifactRef, config: IndexConfi
 
 @task(name="train-codec", tags=[GPU_TAG])
 def train_index_codec(
-    store_root: str, passages: ArtifactRef, sentences: ArtifactRef, retriever: RetrieverConfig, config: IndexConfig, run_id: str, force: bool = False
+    store_root: str,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    retriever: RetrieverConfig,
+    config: IndexConfig,
+    run_id: str,
+    force: bool = False,
+    tag: str | None = None,
 ) -> ArtifactRef:
     """Encode a seeded sample of passages; k-means centroids (faiss) and the residual PQ."""
     logger, store = run_logger(), ArtifactStore(store_root)
     params = config.model_dump(mode="json", include={"codec", "pq_subvectors", "n_centroids", "kmeans_iterations", "sample_passages", "seed"})
     fp = fingerprint(step="flipr_codec", passages=passages.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CODEC.version)
-    if not force and (reused := store.find("flipr_codec", PRODUCER, fp)):
+    if not force and (reused := store.find("flipr_codec", index_producer(tag), fp)):
         logger.info("codec unchanged: reusing run %s", reused.manifest.run_id)
         return reused
     pids = store.passage_ids(passages)
@@ -68,7 +85,7 @@ def train_index_codec(
     started = time.perf_counter()
     with Progress(len(texts), "codec: encode sample", unit="passage") as progress:
         codec = train_codec(flipr, texts, len(pids), config, _use_gpu(flipr), on_batch=progress.update)
-    meta = dict(run_id=run_id, producer=PRODUCER, fingerprint=fp, inputs={"passages": passages.fingerprint}, params=params, flow_run=flow_run_info())
+    meta = dict(run_id=run_id, producer=index_producer(tag), fingerprint=fp, inputs={"passages": passages.fingerprint}, params=params, flow_run=flow_run_info())
     with store.file_writer("flipr_codec", **meta) as writer:
         codec.save(writer.dir)
         writer.rows = codec.n_centroids
@@ -94,10 +111,11 @@ def encode_index_shard(
     config: IndexConfig,
     run_id: str,
     force: bool = False,
+    tag: str | None = None,
 ) -> ArtifactRef:
     """Encode one shard's passages (length-sorted batches) and compress their tokens."""
     logger, store = run_logger(), ArtifactStore(store_root)
-    producer = f"shard-{shard.number:05d}"
+    producer = shard_producer(tag, shard.number)
     params = {"shard": shard.number, "lo": shard.lo, "hi": shard.hi, "keep_fp16": config.keep_fp16}
     fp = fingerprint(step="flipr_shard", codec=codec_ref.fingerprint, params=params, version=FLIPR_SHARD.version)
     if not force and (reused := store.find("flipr_shard", producer, fp)):
@@ -135,11 +153,12 @@ def build_flipr_index(
     retriever: RetrieverConfig,
     run_id: str,
     force: bool = False,
+    tag: str | None = None,
 ) -> dict[str, ArtifactRef]:
     """Merge shards: inverted lists over all tokens, the index manifest, and ``index_passages``."""
     logger, store = run_logger(), ArtifactStore(store_root)
     fp = fingerprint(step="flipr_index", shards=[s.fingerprint for s in shards], version=(FLIPR_INDEX.version, INDEX_PASSAGES.version))
-    if not force and (reused := store.find_outputs(["flipr_index", "index_passages"], PRODUCER, fp)):
+    if not force and (reused := store.find_outputs(["flipr_index", "index_passages"], index_producer(tag), fp)):
         logger.info("index unchanged: reusing run %s", reused["flipr_index"].manifest.run_id)
         return reused
     codec = ResidualCodec.load(codec_ref.path)
@@ -151,7 +170,7 @@ def build_flipr_index(
     fp16_stored = all((s.path / "fp16.npy").exists() for s in shards)
     meta = dict(
         run_id=run_id,
-        producer=PRODUCER,
+        producer=index_producer(tag),
         fingerprint=fp,
         inputs={"codec": codec_ref.fingerprint, **{s.manifest.producer: s.fingerprint for s in shards}},
         params={"retriever": retriever.model_dump(mode="json"), "encoder_fingerprint": encoder_fingerprint(retriever)},

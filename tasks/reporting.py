@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from prefect import get_run_logger
-from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.context import get_run_context
 from prefect.runtime import flow_run
 from tqdm.auto import tqdm
@@ -38,6 +38,12 @@ def publish_table(key: str, table: list[dict], description: str) -> None:
     """A table artifact in the Prefect UI; a no-op outside a run."""
     if _in_run_context():
         create_table_artifact(key=key, table=table, description=description)
+
+
+def publish_markdown(key: str, markdown: str, description: str) -> None:
+    """A markdown artifact in the Prefect UI; a no-op outside a run."""
+    if _in_run_context():
+        create_markdown_artifact(key=key, markdown=markdown, description=description)
 
 
 class Progress:

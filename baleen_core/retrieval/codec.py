@@ -96,6 +96,7 @@ class ResidualCodec:
                 raise ValueError(f"index.pq_subvectors={pq_subvectors} must divide the embedding dim {dim}")
             residuals = sample - codec.centroids[codec.assign(sample)]
             pq = faiss.ProductQuantizer(dim, pq_subvectors, 8)
+            pq.cp.min_points_per_centroid = 1  # small corpora: train on what there is, without a warning per sub-vector
             pq.train(residuals)
             codec.pq = pq
         elif kind != "fp16":

@@ -1,0 +1,1 @@
+"""Training Baleen: latent hop ordering (``hop_ordering``) and the model trainers."""

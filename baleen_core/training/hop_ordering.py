@@ -1,0 +1,141 @@
+"""Latent hop ordering: which gold passage is learnable at which hop.
+
+HoVer gives each claim an unordered set of gold passages. Baleen's training needs, for every hop,
+a positive passage that is findable given the claim and the facts found so far. A round of weak
+supervision decides it with a retriever:
+
+    context ← ∅
+    for hop = 1 … num_hops:
+        rank the corpus for claim + context (passages already in the context excluded)
+        positive ← the remaining gold passage ranked best (ties and unreached ones: best exact score)
+        negatives ← the best-ranked passages that are not gold
+        context ← context + the positive's gold sentences
+
+Round 0 uses a heuristic retriever (BM25 or the untrained FLIPR); round r+1 relabels with the
+FLIPR trained on round r. A gold passage ranked beyond ``depth`` is recorded as *not reached*
+(rank None): it is still assigned, by exact score, so every gold passage gets a hop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from baleen_core.retrieval.tokenization import fact_text
+
+
+@dataclass(frozen=True)
+class GoldPassage:
+    pid: int
+    title: str
+    facts: tuple[str, ...]  # the passage's gold sentences, in sentence order
+
+
+@dataclass(frozen=True)
+class ClaimGold:
+    uid: str
+    claim: str
+    num_hops: int
+    passages: tuple[GoldPassage, ...]
+
+
+class HopRanker(Protocol):
+    """What a round needs from a retriever."""
+
+    name: str
+
+    def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
+        """The top ``depth`` passages as (pid, score), best first, skipping ``exclude``."""
+
+    def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
+        """Exact scores of the given passages for this query."""
+
+
+@dataclass
+class HopLabel:
+    uid: str
+    hop: int
+    context_pids: list[int]
+    context_facts: list[str]
+    positive_pid: int
+    positive_rank: int | None  # 1-based rank among the corpus minus the context; None = beyond depth
+    positive_score: float
+    negative_pids: list[int]
+    remaining_gold: dict[int, int | None] = field(default_factory=dict)  # every unassigned gold pid → its rank
+
+    @property
+    def reached(self) -> bool:
+        return self.positive_rank is not None
+
+
+def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives: int = 8) -> list[HopLabel]:
+    """Assign the claim's gold passages to hops with ``ranker`` (see the module docstring)."""
+    remaining = list(gold.passages)
+    gold_pids = {p.pid for p in gold.passages}
+    context_pids: list[int] = []
+    context_facts: list[str] = []
+    labels = []
+    for hop in range(1, max(gold.num_hops, len(gold.passages)) + 1):
+        if not remaining:
+            break
+        ranked = ranker.rank(gold.claim, context_facts, depth, set(context_pids))
+        rank_of = {pid: i + 1 for i, (pid, _) in enumerate(ranked)}
+        scores = dict(zip((p.pid for p in remaining), ranker.score(gold.claim, context_facts, [p.pid for p in remaining]), strict=True))
+        best = min(remaining, key=lambda p: (rank_of.get(p.pid, math.inf), -scores[p.pid], p.pid))
+        labels.append(
+            HopLabel(
+                uid=gold.uid,
+                hop=hop,
+                context_pids=list(context_pids),
+                context_facts=list(context_facts),
+                positive_pid=best.pid,
+                positive_rank=rank_of.get(best.pid),
+                positive_score=float(scores[best.pid]),
+                negative_pids=[pid for pid, _ in ranked if pid not in gold_pids][:n_negatives],
+                remaining_gold={p.pid: rank_of.get(p.pid) for p in remaining},
+            )
+        )
+        remaining.remove(best)
+        context_pids.append(best.pid)
+        context_facts.extend(fact_text(best.title, fact) for fact in best.facts)
+    return labels
+
+
+def claims_from_rows(rows: Sequence[dict]) -> list[ClaimGold]:
+    """Group ``(uid, claim, num_hops, pid, title, sid, text)`` rows, sorted by uid/pid/sid, into claims."""
+    claims: dict[str, dict] = {}
+    for row in rows:
+        claim = claims.setdefault(row["uid"], {"row": row, "passages": {}})
+        passage = claim["passages"].setdefault(row["pid"], (row["title"], []))
+        passage[1].append(row["text"])
+    return [
+        ClaimGold(
+            uid,
+            c["row"]["claim"],
+            int(c["row"]["num_hops"]),
+            tuple(GoldPassage(int(pid), title, tuple(facts)) for pid, (title, facts) in c["passages"].items()),
+        )
+        for uid, c in claims.items()
+    ]
+
+
+def round_statistics(labels: Sequence[HopLabel], previous: dict[tuple[str, int], int] | None = None) -> list[dict]:
+    """Per hop (and 'all'): assignments, share reached, mean and median rank of reached positives,
+    and how many positives changed since the previous round."""
+    rows = []
+    for hop in [*sorted({label.hop for label in labels}), "all"]:
+        chosen = [label for label in labels if hop == "all" or label.hop == hop]
+        ranks = sorted(label.positive_rank for label in chosen if label.positive_rank is not None)
+        row = {
+            "hop": str(hop),
+            "assigned": len(chosen),
+            "reached": round(len(ranks) / max(len(chosen), 1), 4),
+            "mean_rank": round(sum(ranks) / len(ranks), 2) if ranks else None,
+            "median_rank": ranks[len(ranks) // 2] if ranks else None,
+        }
+        if previous is not None:
+            row["changed"] = sum(previous.get((label.uid, label.hop)) != label.positive_pid for label in chosen)
+        rows.append(row)
+    return rows

@@ -1,0 +1,52 @@
+"""The training flow: latent hop ordering rounds and FLIPR training, chained.
+
+    labels r0 (BM25 or untrained FLIPR) → train FLIPR → re-index → labels r1 (trained FLIPR) → train FLIPR → re-index …
+
+Every step is a fingerprinted task, so an interrupted flow resumes where it stopped (FLIPR training
+itself resumes at its last finished epoch). The condenser stages and the reader join here next.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from baleen_core.config import BaleenConfig
+from baleen_flows.index import index_flow
+from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
+from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.labels import label_round
+from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
+from baleen_tasks.validation import validate_artifact
+
+
+@flow(name="training", flow_run_name="training", log_prints=True)
+def training_flow(config_path: str | None = None, run_id: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
+    """Label rounds and FLIPR training on the newest claims, corpus and (untrained) index."""
+    config = BaleenConfig.load(config_path)
+    store = ArtifactStore(config.store_root)
+    root, run_id = str(store.root), run_id or new_run_id()
+    claims = store.latest("claims", "claims")
+    gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
+    passages = store.latest("passages", "corpus")
+    sentences = store.get("sentences", passages.manifest.run_id, "corpus")
+    index = store.latest("flipr_index", "index")
+    device, search = config.retriever.device, config.search
+
+    recall_args = (root, claims, gold_facts, sentences, "dev", search, device)
+    retrieval_recall(root, index, *recall_args[1:], label="untrained FLIPR")
+    labeller = config.labels.round0
+    labels = label_round(root, claims, gold_facts, passages, sentences, 0, labeller, index if labeller == "flipr" else None, config.labels, search, device, run_id, None, force)
+    validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
+    refs: dict[str, ArtifactRef] = {"labels-r0": labels}
+    for round_number in range(config.labels.rounds):
+        trained = train_flipr_on_labels(root, labels, passages, sentences, config.retriever, config.training.flipr, round_number, run_id, force)
+        tag = f"flipr-r{round_number}"
+        index = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=tag)["flipr_index"]
+        retrieval_recall(root, index, *recall_args[1:], label=f"FLIPR trained on round-{round_number} labels")
+        refs.update({f"{tag}/checkpoint": trained["flipr_checkpoint"], f"{tag}/steps": trained["training_steps"], f"{tag}/index": index})
+        if round_number + 1 < config.labels.rounds:
+            labels = label_round(root, claims, gold_facts, passages, sentences, round_number + 1, "flipr", index, config.labels, search, device, run_id, labels, force)
+            validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
+            refs[f"labels-r{round_number + 1}"] = labels
+    refresh_catalog(root)
+    return refs

@@ -1,0 +1,111 @@
+"""Latent hop ordering rounds as a Prefect task: training claims → ``hop_labels``."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+from prefect import task
+
+from baleen_core.config import LabelConfig, SearchConfig
+from baleen_core.retrieval import passage_text
+from baleen_core.retrieval.bm25 import Bm25Retriever
+from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, order_hops, round_statistics
+from baleen_schemas import HOP_LABELS
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage.indexes import open_searcher
+from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
+
+
+def labels_producer(round_number: int) -> str:
+    return f"labels-r{round_number}"
+
+
+def _bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef) -> Bm25Retriever:
+    table = store.passage_texts(passages, sentences)
+    texts = [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
+    return Bm25Retriever(table.column("pid").to_pylist(), texts)
+
+
+def _rows(labels: list[HopLabel], round_number: int, labeller: str) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "round": round_number,
+                "labeller": labeller,
+                "uid": label.uid,
+                "hop": label.hop,
+                "context_pids": label.context_pids,
+                "context_facts": label.context_facts,
+                "positive_pid": label.positive_pid,
+                "positive_rank": label.positive_rank,
+                "positive_score": label.positive_score,
+                "negative_pids": label.negative_pids,
+                "remaining_gold_pids": list(label.remaining_gold),
+                "remaining_gold_ranks": list(label.remaining_gold.values()),
+                "reached": label.reached,
+            }
+            for label in labels
+        ],
+        schema=HOP_LABELS.schema,
+    )
+
+
+@task(name="label-round", task_run_name="label-round · r{round_number} · {labeller}", tags=["gpu"])
+def label_round(
+    store_root: str,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    round_number: int,
+    labeller: str,
+    index: ArtifactRef | None,
+    config: LabelConfig,
+    search: SearchConfig,
+    device: str,
+    run_id: str,
+    previous: ArtifactRef | None = None,
+    force: bool = False,
+) -> ArtifactRef:
+    """Order the gold passages of every resolved training claim into hops with ``labeller``
+    (``bm25``, or ``flipr`` over ``index``); compare with the ``previous`` round's labels."""
+    logger, store = run_logger(), ArtifactStore(store_root)
+    producer = labels_producer(round_number)
+    params = {"round": round_number, "labeller": labeller, **config.model_dump(include={"depth", "n_negatives", "max_claims"})}
+    sources = {"claims": claims.fingerprint, "passages": passages.fingerprint}
+    if index is not None:
+        sources["index"] = index.fingerprint
+    fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
+    if not force and (reused := store.find("hop_labels", producer, fp)):
+        logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)
+        return reused
+    if labeller == "flipr":
+        if index is None:
+            raise ValueError("a FLIPR label round needs an index; run the index flow first")
+        ranker, _ = open_searcher(store, search, device, index)
+    else:
+        ranker = _bm25(store, passages, sentences)
+    gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims]
+    started, labels = time.perf_counter(), []
+    with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
+        for claim in gold:
+            labels.extend(order_hops(claim, ranker, config.depth, config.n_negatives))
+            progress.update(1)
+    before = None
+    if previous is not None:
+        rows = store.read_table(previous, ["uid", "hop", "positive_pid"]).to_pylist()
+        before = {(r["uid"], r["hop"]): r["positive_pid"] for r in rows}
+    stats = round_statistics(labels, before)
+    meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=sources, params=params, flow_run=flow_run_info())
+    with store.writer("hop_labels", **meta) as writer:
+        writer.write(_rows(labels, round_number, labeller))
+        writer.stats = {"claims": len(gold), "by_hop": stats}
+    logger.info("round %d (%s): %d claims, %d hop labels in %.1f s", round_number, labeller, len(gold), len(labels), time.perf_counter() - started)
+    publish_table(
+        key=f"hop-labels-r{round_number}",
+        table=stats,
+        description=f"Latent hop ordering, round {round_number} ({labeller}): assignments per hop, share reached within rank {config.depth}, ranks of positives"
+        + (", positives changed since the previous round." if previous else "."),
+    )
+    return writer.ref

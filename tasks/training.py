@@ -1,0 +1,138 @@
+"""Training tasks: FLIPR on hop labels (checkpoints per epoch, resumable), retrieval recall."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pyarrow as pa
+from prefect import task
+
+from baleen_core.config import FliprTrainingConfig, RetrieverConfig, SearchConfig
+from baleen_core.retrieval import Flipr, passage_text
+from baleen_core.retrieval.recall import gold_recall
+from baleen_core.training.flipr_trainer import FliprExample, train_flipr
+from baleen_core.training.hop_ordering import claims_from_rows
+from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage.indexes import open_searcher
+from baleen_tasks.index import GPU_TAG, encoder_fingerprint
+from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, run_logger
+
+
+def flipr_examples(store: ArtifactStore, labels: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None) -> list[FliprExample]:
+    rows = store.read_table(labels, ["uid", "hop", "context_facts", "positive_pid", "negative_pids"]).to_pylist()[:limit]
+    claims = store.read_table(store.get("claims", *_claims_run(store, labels)), ["uid", "claim"]).to_pylist()
+    claim_text = {c["uid"]: c["claim"] for c in claims}
+    needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"]}
+    table = store.passage_texts(passages, sentences, pids=sorted(needed))
+    text = {pid: passage_text(t, x) for pid, t, x in zip(*(table.column(c).to_pylist() for c in ("pid", "title", "text")), strict=True)}
+    return [
+        FliprExample(claim_text[r["uid"]], tuple(r["context_facts"]), text[r["positive_pid"]], tuple(text[p] for p in r["negative_pids"]))
+        for r in rows
+    ]
+
+
+def _claims_run(store: ArtifactStore, labels: ArtifactRef) -> tuple[str, str]:
+    """The claims artifact the labels were made from (same fingerprint as recorded in its inputs)."""
+    wanted = labels.manifest.inputs["claims"]
+    for ref in reversed(store.refs("claims", "claims")):
+        if ref.fingerprint == wanted:
+            return ref.manifest.run_id, "claims"
+    raise RuntimeError(f"the claims behind labels {labels.path} are no longer in the store")
+
+
+def loss_plot(history: list[dict], title: str) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    steps = [h["step"] for h in history]
+    losses = [h["loss"] for h in history]
+    ax.plot(steps, losses, lw=0.8, alpha=0.5, label="batch loss")
+    window = max(1, len(losses) // 20)
+    smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1]) for i in range(len(losses))]
+    ax.plot(steps, smooth, lw=1.6, label=f"mean of {window}")
+    ax.set(xlabel="step", ylabel="cross-entropy", title=title)
+    ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+@task(name="train-flipr", task_run_name="train-flipr · round {round_number}", tags=[GPU_TAG])
+def train_flipr_on_labels(
+    store_root: str,
+    labels: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    retriever: RetrieverConfig,
+    config: FliprTrainingConfig,
+    round_number: int,
+    run_id: str,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """Train FLIPR on one round's hop labels; publish the checkpoint and the step metrics.
+
+    Epoch checkpoints live in ``<store>/work/flipr-<fingerprint>/`` until the run finishes, so a
+    killed run resumes at its last finished epoch."""
+    logger, store = run_logger(), ArtifactStore(store_root)
+    producer = f"flipr-r{round_number}"
+    params = {"round": round_number, **config.model_dump(mode="json")}
+    fp = fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CHECKPOINT.version)
+    if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
+        logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
+        return reused
+    examples = flipr_examples(store, labels, passages, sentences, config.max_examples)
+    flipr = Flipr.load(retriever)
+    work_dir = store.safe_path(f"work/flipr-{fp}")
+    steps = config.epochs * -(-len(examples) // config.batch_size)
+    with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:
+        last, history = train_flipr(flipr, examples, config, work_dir, on_step=lambda record: progress.update(1))
+    meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"labels": labels.fingerprint}, params=params, flow_run=flow_run_info())
+    with store.file_writer("flipr_checkpoint", **meta) as writer:
+        for name in ("backbone", "flipr_head.pt", "flipr_config.json"):
+            source = last / name
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, writer.dir / name)
+        writer.rows = len(examples)
+        epochs = sorted({h["epoch"] for h in history})
+        writer.stats = {
+            "examples": len(examples),
+            "steps": len(history),
+            "device": str(flipr.device),
+            "train_seconds": round(sum(h["seconds"] for h in history), 1),
+            "epoch_mean_loss": {str(e): round(sum(h["loss"] for h in history if h["epoch"] == e) / max(1, sum(h["epoch"] == e for h in history)), 4) for e in epochs},
+            "first_loss": history[0]["loss"] if history else None,
+            "last_loss": history[-1]["loss"] if history else None,
+        }
+    with store.writer("training_steps", **meta) as steps_writer:
+        steps_writer.write(pa.Table.from_pylist([{"model": "flipr", "round": round_number, **h} for h in history], schema=TRAINING_STEPS.schema))
+    plot = store.write_report(run_id, f"training/flipr-r{round_number}-loss.png", loss_plot(history, f"FLIPR, round-{round_number} labels"))
+    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
+    logger.info("FLIPR round %d: %s", round_number, writer.stats)
+    publish_markdown(
+        key=f"flipr-training-r{round_number}",
+        markdown=f"### FLIPR trained on round-{round_number} labels\n\n"
+        + "\n".join(f"- **{k}**: {v}" for k, v in writer.stats.items())
+        + f"\n\nLoss curve: `{plot}`",
+        description="FLIPR training",
+    )
+    return {"flipr_checkpoint": writer.ref, "training_steps": steps_writer.ref}
+
+
+@task(name="retrieval-recall", task_run_name="retrieval-recall · {label}")
+def retrieval_recall(
+    store_root: str, index: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, sentences: ArtifactRef, split: str, search: SearchConfig, device: str, label: str, k: int = 25
+) -> dict[str, float]:
+    """Claim-only Recall@k of gold passages on one split, by hop count (a quick check of a retriever)."""
+    store = ArtifactStore(store_root)
+    searcher, _ = open_searcher(store, search, device, index)
+    gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, split).to_pylist())
+    recall = gold_recall(searcher, [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in gold], k)
+    publish_table(key=f"recall-{label}".lower().replace(" ", "-"), table=[{"hops": h, f"recall@{k}": round(v, 4)} for h, v in recall.items()], description=f"{label}: claim-only Recall@{k} on {split}")
+    run_logger().info("%s: Recall@%d on %s = %s", label, k, split, recall)
+    return recall

@@ -1,0 +1,72 @@
+"""FLIPR training: the loss goes down, the model learns the task, a killed run resumes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from baleen_core.config import FliprTrainingConfig, RetrieverConfig
+from baleen_core.retrieval import Flipr
+from baleen_core.training.flipr_trainer import FliprExample, flipr_batch_loss, train_flipr
+
+COLOURS = ["red", "green", "blue", "amber", "violet", "silver", "coral", "olive"]
+
+
+def examples() -> list[FliprExample]:
+    """Each fictional town has a colour; the query asks for the town of a colour (a made-up
+    association the backbone cannot know, so only training can rank the right passage)."""
+    out = []
+    for i, colour in enumerate(COLOURS * 3):
+        town = f"Zorvik{i}"
+        out.append(
+            FliprExample(
+                claim=f"The flag of the town is {colour}.",
+                context=(),
+                positive=f"{town} | {town} flies a {colour} flag.",
+                negatives=(f"Other{i} | Other{i} flies a {COLOURS[(i + 1) % len(COLOURS)]} flag.",),
+            )
+        )
+    return out
+
+
+@pytest.fixture
+def small_flipr():
+    return Flipr.load(RetrieverConfig(device="cpu", dim=32, query_maxlen=16, context_maxlen=8, doc_maxlen=24))
+
+
+def test_training_reduces_the_loss(small_flipr, tmp_path):
+    data = examples()
+    small_flipr.encoder.eval()
+    with torch.no_grad():
+        before = float(flipr_batch_loss(small_flipr, data, hard_negatives=1))
+    config = FliprTrainingConfig(epochs=3, batch_size=8, lr=1e-4, head_lr=3e-3)
+    last, history = train_flipr(small_flipr, data, config, tmp_path / "work")
+    with torch.no_grad():
+        after = float(flipr_batch_loss(small_flipr, data, hard_negatives=1))
+    assert after < 0.7 * before
+    assert len(history) == 3 * 3 and last.name == "epoch-002"
+    assert [h["epoch"] for h in history] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_a_killed_run_resumes_at_its_last_finished_epoch(small_flipr, tmp_path):
+    data = examples()
+    work = tmp_path / "work"
+    config = FliprTrainingConfig(epochs=1, batch_size=8)
+    train_flipr(small_flipr, data, config, work)  # epoch 0 finished, then "killed"
+    (work / ".tmp-half-written").mkdir()  # debris of the epoch that was in progress
+    resumed = Flipr.load(small_flipr.config)
+    steps_seen = []
+    last, history = train_flipr(resumed, data, config.model_copy(update={"epochs": 2}), work, on_step=steps_seen.append)
+    assert [s["epoch"] for s in steps_seen] == [1, 1, 1]  # only the unfinished epoch ran
+    assert [h["step"] for h in history] == list(range(6)) and last.name == "epoch-001"
+    # the resumed model started from epoch 0's weights, not from scratch
+    finished = Flipr.load(small_flipr.config.model_copy(update={"checkpoint": work / "epoch-000"}))
+    assert not torch.allclose(finished.encoder.projection.weight, Flipr.load(small_flipr.config).encoder.projection.weight)
+
+
+def test_finished_training_is_not_repeated(small_flipr, tmp_path):
+    config = FliprTrainingConfig(epochs=1, batch_size=8)
+    train_flipr(small_flipr, examples(), config, tmp_path / "work")
+    steps = []
+    last, history = train_flipr(Flipr.load(small_flipr.config), examples(), config, tmp_path / "work", on_step=steps.append)
+    assert steps == [] and len(history) == 3 and last.name == "epoch-000"

@@ -1,0 +1,53 @@
+"""Latent hop ordering with a real BM25 retriever on a hand-made corpus."""
+
+from __future__ import annotations
+
+from baleen_core.retrieval.bm25 import Bm25Retriever
+from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops
+
+CORPUS = {
+    1: ("Glass Harbour", "Glass Harbour is a 2014 thriller film. It was directed by Oren Vask."),
+    2: ("Oren Vask", "Oren Vask is a film maker. He was born in Aarhus."),
+    3: ("Aarhus", "Aarhus is the second-largest city in Denmark."),
+    4: ("Harbour Lights", "Harbour Lights is a thriller novel about a glass factory."),
+    5: ("Tin Lanterns", "Tin Lanterns are a band from Leeds."),
+    6: ("Glass", "Glass is an amorphous solid used in windows."),
+}
+
+
+def retriever() -> Bm25Retriever:
+    return Bm25Retriever(list(CORPUS), [f"{t} | {x}" for t, x in CORPUS.values()])
+
+
+def gold(num_hops=3) -> ClaimGold:
+    passages = (
+        GoldPassage(3, "Aarhus", ("Aarhus is the second-largest city in Denmark.",)),
+        GoldPassage(2, "Oren Vask", ("He was born in Aarhus.",)),
+        GoldPassage(1, "Glass Harbour", ("It was directed by Oren Vask.",)),
+    )
+    return ClaimGold("c1", "The 2014 thriller film Glass Harbour was directed by a man born in Denmark.", num_hops, passages)
+
+
+def test_hops_follow_the_chain_from_the_named_entity():
+    labels = order_hops(gold(), retriever(), depth=6, n_negatives=2)
+    assert [label.positive_pid for label in labels] == [1, 2, 3]
+    assert [label.hop for label in labels] == [1, 2, 3]
+    assert labels[0].positive_rank == 1 and labels[0].context_facts == []
+    assert labels[1].context_pids == [1] and labels[1].context_facts == ["Glass Harbour | It was directed by Oren Vask."]
+    assert labels[2].context_pids == [1, 2]
+
+
+def test_negatives_are_top_ranked_non_gold_passages_and_context_is_excluded():
+    labels = order_hops(gold(), retriever(), depth=6, n_negatives=2)
+    for label in labels:
+        assert len(label.negative_pids) == 2 and not set(label.negative_pids) & {1, 2, 3}
+    assert labels[0].negative_pids[0] in (4, 6)  # 'Harbour Lights' or 'Glass' share the claim's words
+    assert 1 not in labels[1].remaining_gold and set(labels[0].remaining_gold) == {1, 2, 3}
+
+
+def test_unreached_gold_passages_are_still_assigned_and_flagged():
+    unrelated = GoldPassage(5, "Tin Lanterns", ("Tin Lanterns are a band from Leeds.",))
+    claim = ClaimGold("c2", "The 2014 thriller film Glass Harbour was directed by Oren Vask.", 2, (unrelated, gold().passages[2]))
+    labels = order_hops(claim, retriever(), depth=2, n_negatives=1)
+    assert [(label.positive_pid, label.reached) for label in labels] == [(1, True), (5, False)]
+    assert labels[1].positive_rank is None and labels[1].remaining_gold == {5: None}
