@@ -61,9 +61,11 @@ def encoder_flops_per_token(flipr, mean_len: float) -> float:
 def build(hover: Path, work: Path) -> Path:
     config = work / "config.yaml"
     config.write_text(f"store_root: {work / 'store'}\nindex:\n  keep_fp16: true\n")
-    from baleen_flows.pipeline import pipeline_flow
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
 
-    pipeline_flow(str(hover), str(config))
+    ingested = ingest_flow(str(hover), str(config))
+    index_flow(str(config), ingested["corpus/passages"].manifest.run_id)
     return config
 
 

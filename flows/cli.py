@@ -119,6 +119,15 @@ def index(
 
 
 @app.command()
+def train(store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
+    """Training flow: latent hop ordering rounds and FLIPR training on the newest claims and index."""
+    _use_store(store)
+    from baleen_flows.training import training_flow
+
+    _report(training_flow(_config_arg(config), None, force))
+
+
+@app.command()
 def search(
     claim: Annotated[str, typer.Argument(help="The claim (query) text.")],
     context: Annotated[Optional[list[str]], typer.Option("--context", help="A context fact, 'Title | sentence'; repeatable.")] = None,

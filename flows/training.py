@@ -20,16 +20,28 @@ from baleen_tasks.validation import validate_artifact
 
 
 @flow(name="training", flow_run_name="training", log_prints=True)
-def training_flow(config_path: str | None = None, run_id: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
-    """Label rounds and FLIPR training on the newest claims, corpus and (untrained) index."""
+def training_flow(
+    config_path: str | None = None,
+    run_id: str | None = None,
+    force: bool = False,
+    claims_run: str | None = None,
+    passages_run: str | None = None,
+    index_run: str | None = None,
+) -> dict[str, ArtifactRef]:
+    """Label rounds and FLIPR training on the given (default: newest) claims, corpus and
+    untrained index."""
     config = BaleenConfig.load(config_path)
     store = ArtifactStore(config.store_root)
     root, run_id = str(store.root), run_id or new_run_id()
-    claims = store.latest("claims", "claims")
+
+    def pick(name: str, producer: str, run: str | None) -> ArtifactRef:
+        return store.get(name, run, producer) if run else store.latest(name, producer)
+
+    claims = pick("claims", "claims", claims_run)
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
-    passages = store.latest("passages", "corpus")
+    passages = pick("passages", "corpus", passages_run)
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    index = store.latest("flipr_index", "index")
+    index = pick("flipr_index", "index", index_run)
     device, search = config.retriever.device, config.search
 
     recall_args = (root, claims, gold_facts, sentences, "dev", search, device)

@@ -48,5 +48,5 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
     gold = [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in claims_from_rows(rows.to_pylist())]
     untrained, _ = open_searcher(store, cfg.search, "cpu", store.latest("flipr_index", "index"))
     trained, _ = open_searcher(store, cfg.search, "cpu", refs["flipr-r1/index"])
-    assert gold_recall(trained, gold, 10)["all"] > gold_recall(untrained, gold, 10)["all"]
+    assert gold_recall(trained, gold, [10])[10]["all"] > gold_recall(untrained, gold, [10])[10]["all"]
     assert len(list((store.root / "reports").glob("*/training/flipr-r1-loss.png"))) == 1

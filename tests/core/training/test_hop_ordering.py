@@ -51,3 +51,15 @@ def test_unreached_gold_passages_are_still_assigned_and_flagged():
     labels = order_hops(claim, retriever(), depth=2, n_negatives=1)
     assert [(label.positive_pid, label.reached) for label in labels] == [(1, True), (5, False)]
     assert labels[1].positive_rank is None and labels[1].remaining_gold == {5: None}
+
+
+def test_gold_recall_by_hops_and_k():
+    from baleen_core.retrieval.recall import gold_recall
+
+    claims = [
+        ("Glass Harbour thriller film directed", 2, {1, 3}),  # pid 1 ranks first; Aarhus (3) shares no word
+        ("band from Leeds", 3, {5, 2, 6}),  # pid 5 first; 2 and 6 share no word
+    ]
+    recall = gold_recall(retriever(), claims, [1, 6])
+    assert recall[1] == {"2": 0.5, "3": 1 / 3, "all": (0.5 + 1 / 3) / 2}
+    assert recall[6]["all"] == 1.0  # depth 6 = the whole corpus
