@@ -51,7 +51,7 @@ def training_flow(
     validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
     refs: dict[str, ArtifactRef] = {"labels-r0": labels}
     for round_number in range(config.labels.rounds):
-        trained = train_flipr_on_labels(root, labels, passages, sentences, config.retriever, config.training.flipr, round_number, run_id, force)
+        trained = train_flipr_on_labels(root, labels, claims, passages, sentences, config.retriever, config.training.flipr, round_number, run_id, force)
         tag = f"flipr-r{round_number}"
         index = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=tag)["flipr_index"]
         retrieval_recall(root, index, *recall_args[1:], label=f"FLIPR trained on round-{round_number} labels")

@@ -20,10 +20,12 @@ from baleen_tasks.index import GPU_TAG, encoder_fingerprint
 from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, run_logger
 
 
-def flipr_examples(store: ArtifactStore, labels: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None) -> list[FliprExample]:
+def flipr_examples(
+    store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None
+) -> list[FliprExample]:
+    """One example per labelled hop: claim + context facts, the positive's text, the negatives' texts."""
     rows = store.read_table(labels, ["uid", "hop", "context_facts", "positive_pid", "negative_pids"]).to_pylist()[:limit]
-    claims = store.read_table(store.get("claims", *_claims_run(store, labels)), ["uid", "claim"]).to_pylist()
-    claim_text = {c["uid"]: c["claim"] for c in claims}
+    claim_text = {c["uid"]: c["claim"] for c in store.read_table(claims, ["uid", "claim"]).to_pylist()}
     needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"]}
     table = store.passage_texts(passages, sentences, pids=sorted(needed))
     text = {pid: passage_text(t, x) for pid, t, x in zip(*(table.column(c).to_pylist() for c in ("pid", "title", "text")), strict=True)}
@@ -31,15 +33,6 @@ def flipr_examples(store: ArtifactStore, labels: ArtifactRef, passages: Artifact
         FliprExample(claim_text[r["uid"]], tuple(r["context_facts"]), text[r["positive_pid"]], tuple(text[p] for p in r["negative_pids"]))
         for r in rows
     ]
-
-
-def _claims_run(store: ArtifactStore, labels: ArtifactRef) -> tuple[str, str]:
-    """The claims artifact the labels were made from (same fingerprint as recorded in its inputs)."""
-    wanted = labels.manifest.inputs["claims"]
-    for ref in reversed(store.refs("claims", "claims")):
-        if ref.fingerprint == wanted:
-            return ref.manifest.run_id, "claims"
-    raise RuntimeError(f"the claims behind labels {labels.path} are no longer in the store")
 
 
 def loss_plot(history: list[dict], title: str) -> bytes:
@@ -68,6 +61,7 @@ def loss_plot(history: list[dict], title: str) -> bytes:
 def train_flipr_on_labels(
     store_root: str,
     labels: ArtifactRef,
+    claims: ArtifactRef,
     passages: ArtifactRef,
     sentences: ArtifactRef,
     retriever: RetrieverConfig,
@@ -87,7 +81,7 @@ def train_flipr_on_labels(
     if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
         logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
         return reused
-    examples = flipr_examples(store, labels, passages, sentences, config.max_examples)
+    examples = flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
     flipr = Flipr.load(retriever)
     work_dir = store.safe_path(f"work/flipr-{fp}")
     steps = config.epochs * -(-len(examples) // config.batch_size)
