@@ -54,6 +54,7 @@ class FliprSearcher:
         self.ncandidates = ncandidates
         cfg = flipr.config
         self.k_claim, self.k_context = cfg.k_claim, cfg.k_context
+        self._last_query: tuple[tuple, torch.Tensor, int] | None = None
 
     # ---- public API ----------------------------------------------------------------------------
     def search(
@@ -80,14 +81,23 @@ class FliprSearcher:
     name = "flipr"
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
-        hits = self.search([claim], [list(context)], k=depth, exclude=[exclude])[0]
-        return [(h.pid, h.score) for h in hits]
+        query, n_claim = self._encode_one(claim, context)
+        return [(h.pid, h.score) for h in self.search_encoded(query, n_claim, depth, exclude)]
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """Exact FLIPR scores of the given passages (from the index's stored tokens)."""
-        queries, lengths, n_claim = self.encode([claim], [list(context)])
+        query, n_claim = self._encode_one(claim, context)
         positions = np.array([self.index.position_of_pid[int(p)] for p in pids], dtype=np.int64)
-        return self.score_positions(queries[0, : lengths[0]], n_claim, positions).tolist()
+        return self.score_positions(query, n_claim, positions).tolist()
+
+    def _encode_one(self, claim: str, context: Sequence[str]) -> tuple[torch.Tensor, int]:
+        """One query's valid positions; a hop ranks and then scores the same query, so the last
+        encoding is kept and reused."""
+        key = (claim, tuple(context))
+        if self._last_query is None or self._last_query[0] != key:
+            queries, lengths, n_claim = self.encode([claim], [list(context)])
+            self._last_query = (key, queries[0, : lengths[0]], n_claim)
+        return self._last_query[1], self._last_query[2]
 
     def _each_query(self, method, claims, contexts, k, exclude) -> list[list[Hit]]:
         queries, lengths, n_claim = self.encode(claims, contexts)

@@ -82,3 +82,13 @@ def test_explanation_counts_k_claim_and_k_context_positions(fp16_searcher, corpu
     assert sum(m.counted for m in ctx) == 8 and len(ctx) > 8
     assert score == pytest.approx(sum(m.similarity for m in matches if m.counted), abs=1e-4)
     assert all(m.doc_token for m in matches) and torch.is_tensor(torch.tensor([m.similarity for m in matches]))
+
+
+def test_rank_and_score_agree_with_search(fp16_searcher):
+    ranked = fp16_searcher.rank(CLAIM, [], 5, set())
+    hits = fp16_searcher.search([CLAIM], k=5)[0]
+    assert ranked == [(h.pid, h.score) for h in hits]
+    scores = fp16_searcher.score(CLAIM, [], [pid for pid, _ in ranked])
+    assert scores == pytest.approx([score for _, score in ranked], abs=1e-5)
+    other = fp16_searcher.rank("A band from Leeds.", [], 5, set())  # a new query is encoded, not the cached one
+    assert [pid for pid, _ in other] != [pid for pid, _ in ranked]
