@@ -165,22 +165,104 @@ class LabelConfig(_Strict):
     max_claims: int | None = Field(default=None, ge=1, description="Label only the first N training claims (smoke runs).")
 
 
-class FliprTrainingConfig(_Strict):
-    """FLIPR training on hop labels: (claim + context, positive, hard negatives), in-batch negatives."""
+class OptimizerConfig(_Strict):
+    """What every trainer shares: epochs, batch, AdamW with a separate head learning rate, linear
+    warm-up then linear decay, gradient clipping."""
 
     epochs: int = Field(default=1, ge=1)
-    batch_size: int = Field(default=16, ge=2, description="Queries per step; every query also sees the others' passages.")
-    hard_negatives: int = Field(default=1, ge=0, description="Hard negatives per query, from the hop labels.")
+    batch_size: int = Field(default=16, ge=1, description="Examples per optimizer step.")
     lr: float = Field(default=3e-5, gt=0, description="AdamW learning rate of the backbone.")
-    head_lr: float = Field(default=1e-3, gt=0, description="Learning rate of the (fresh) projection head.")
+    head_lr: float = Field(default=1e-3, gt=0, description="Learning rate of the (fresh) head.")
     warmup: float = Field(default=0.1, ge=0, le=1, description="Share of steps with linear warm-up.")
     grad_clip: float = Field(default=1.0, gt=0)
     max_examples: int | None = Field(default=None, ge=1, description="Use only the first N examples (smoke runs).")
     seed: int = 0
 
 
+class FliprTrainingConfig(OptimizerConfig):
+    """FLIPR training on hop labels: (claim + context, positive, hard negatives), in-batch negatives."""
+
+    batch_size: int = Field(default=16, ge=2, description="Queries per step; every query also sees the others' passages.")
+    hard_negatives: int = Field(default=1, ge=0, description="Hard negatives per query, from the hop labels.")
+
+
+class Stage1TrainingConfig(OptimizerConfig):
+    """Condenser stage 1 on hop labels: the hop's positive passage against its hard negatives."""
+
+    lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
+
+    batch_size: int = Field(default=8, ge=1, description="Labelled hops per step (each with 1 + negative_passages passages).")
+    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages per hop whose sentences are negatives.")
+    positives: Literal["passage", "gold_facts"] = Field(
+        default="passage",
+        description="passage: every sentence of the positive passage is positive (as Baleen); gold_facts: only its gold sentences.",
+    )
+    validation_share: float = Field(default=0.05, ge=0, lt=1, description="Share of training claims held out for the validation curve.")
+
+
+class Stage2TrainingConfig(OptimizerConfig):
+    """Condenser stage 2 on the top stage-1 facts of each labelled hop (plus its context facts)."""
+
+    lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
+
+    bce_weight: float = Field(default=0.5, ge=0, le=1, description="Loss = w·BCE per fact + (1-w)·CE of each gold fact against the non-gold ones.")
+    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages whose sentences compete in stage 1.")
+    validation_share: float = Field(default=0.05, ge=0, lt=1)
+
+
+class ReaderTrainingConfig(OptimizerConfig):
+    """The reader on claim + facts: the pipeline's own condensed facts and the gold facts."""
+
+    lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
+
+    epochs: int = Field(default=2, ge=1)
+    inputs: Literal["both", "condensed", "gold"] = Field(
+        default="both", description="Training facts per claim: the condenser's output, the gold facts, or one example of each."
+    )
+    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages per hop the condenser reads when producing facts.")
+    validation_share: float = Field(default=0.05, ge=0, lt=1)
+
+
 class TrainingConfig(_Strict):
     flipr: FliprTrainingConfig = FliprTrainingConfig()
+    stage1: Stage1TrainingConfig = Stage1TrainingConfig()
+    stage2: Stage2TrainingConfig = Stage2TrainingConfig()
+    reader: ReaderTrainingConfig = ReaderTrainingConfig()
+
+
+class CondenserConfig(_Strict):
+    """Both condenser stages and their input layouts (see ``baleen_core.condensing.layouts``)."""
+
+    backbone: str | None = Field(default=None, description="Hugging Face checkpoint path for both stages; None = shipped MiniLM-L6.")
+    stage1_checkpoint: Path | None = Field(default=None, description="A saved stage-1 condenser (overrides backbone).")
+    stage2_checkpoint: Path | None = Field(default=None, description="A saved stage-2 condenser (overrides backbone).")
+    query_maxlen: int = Field(default=160, ge=16, description="Stage 1: tokens of claim + context before [SEP].")
+    window_maxlen: int = Field(default=320, ge=32, le=512, description="Stage 1: tokens per input; longer passages continue in a second window.")
+    claim_maxlen: int = Field(default=96, ge=8, description="Stage 2 and reader: tokens of the claim.")
+    fact_maxlen: int = Field(default=40, ge=4, description="Stage 2: tokens per fact at most (fewer when many facts must fit).")
+    stage2_maxlen: int = Field(default=512, ge=64, le=512)
+    top_facts: int = Field(default=9, ge=1, description="Stage-2 input size: context facts plus the best stage-1 facts (Baleen: 9).")
+    min_new_facts: int = Field(default=3, ge=1, description="Stage-1 facts stage 2 always sees, however long the context.")
+    batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    def resolved_backbone(self) -> str:
+        return self.backbone or default_backbone()
+
+
+class ReaderConfig(_Strict):
+    """The claim verifier: [CLS] claim [SEP] fact [SEP] fact … → SUPPORTED / NOT_SUPPORTED."""
+
+    backbone: str | None = Field(default=None, description="Hugging Face checkpoint path; None = shipped MiniLM-L6.")
+    checkpoint: Path | None = Field(default=None, description="A saved reader (overrides backbone).")
+    claim_maxlen: int = Field(default=96, ge=8)
+    fact_maxlen: int = Field(default=64, ge=4, description="Tokens per fact at most (fewer when many facts must fit).")
+    maxlen: int = Field(default=512, ge=64, le=512)
+    batch_size: int = Field(default=32, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    def resolved_backbone(self) -> str:
+        return self.backbone or default_backbone()
 
 
 def default_store_root() -> Path:
@@ -197,6 +279,8 @@ class BaleenConfig(_Strict):
     index: IndexConfig = IndexConfig()
     search: SearchConfig = SearchConfig()
     labels: LabelConfig = LabelConfig()
+    condenser: CondenserConfig = CondenserConfig()
+    reader: ReaderConfig = ReaderConfig()
     training: TrainingConfig = TrainingConfig()
 
     @field_validator("store_root")

@@ -1,9 +1,11 @@
 """The training flow: latent hop ordering rounds and FLIPR training, chained.
 
     labels r0 (BM25 or untrained FLIPR) → train FLIPR → re-index → labels r1 (trained FLIPR) → train FLIPR → re-index …
+    → condenser stage 1 → condenser stage 2 → reader (on the last round's labels)
+    → condensers and reader on the dev claims' gold passages
 
-Every step is a fingerprinted task, so an interrupted flow resumes where it stopped (FLIPR training
-itself resumes at its last finished epoch). The condenser stages and the reader join here next.
+Every step is a fingerprinted task, so an interrupted flow resumes where it stopped (training
+itself resumes at its last finished epoch).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
 from baleen_tasks.labels import label_round
 from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
 from baleen_tasks.validation import validate_artifact
@@ -60,5 +63,20 @@ def training_flow(
             labels = label_round(root, claims, gold_facts, passages, sentences, round_number + 1, "flipr", index, config.labels, search, device, run_id, labels, force)
             validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
             refs[f"labels-r{round_number + 1}"] = labels
+    refs.update(train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id, force))
     refresh_catalog(root)
     return refs
+
+
+def train_condensers_and_reader(
+    config: BaleenConfig, labels: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, run_id: str, force: bool
+) -> dict[str, ArtifactRef]:
+    """Stage 1 → stage 2 (on stage 1's candidates) → reader (on both stages' output), then all
+    three on the dev claims' gold passages."""
+    root, round_number, training = str(config.store_root), labels.manifest.params.get("round", 0), config.training
+    data = (claims, gold_facts, passages, sentences)
+    stage1 = train_condenser_stage1(root, labels, *data, config.condenser, training.stage1, round_number, run_id, force)["stage1_checkpoint"]
+    stage2 = train_condenser_stage2(root, labels, stage1, *data, config.condenser, training.stage2, round_number, run_id, force)["stage2_checkpoint"]
+    reader = train_claim_reader(root, labels, stage1, stage2, *data, config.condenser, config.reader, training.reader, round_number, run_id, force)["reader_checkpoint"]
+    evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
+    return {"stage1": stage1, "stage2": stage2, "reader": reader}

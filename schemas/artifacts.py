@@ -188,17 +188,18 @@ HOP_LABELS = ArtifactSchema(
 
 TRAINING_STEPS = ArtifactSchema(
     name="training_steps",
-    version=1,
+    version=2,
     description="One row per optimizer step of a training run.",
     key=("model", "round", "step"),
     sort_by=("step",),
     schema=pa.schema(
         [
-            _col("model", pa.string(), "Which model: 'flipr' (later: condenser stages, reader)."),
+            _col("model", pa.string(), "Which model: 'flipr', 'stage1', 'stage2' or 'reader'."),
             _col("round", pa.int32(), "Label round the training examples came from."),
             _col("epoch", pa.int32(), "Epoch, from 0."),
             _col("step", pa.int64(), "Optimizer step, from 0, over all epochs."),
             _col("loss", pa.float64(), "Training loss of the step's batch."),
+            _col("val_loss", pa.float64(), "Mean loss on the held-out claims, on the steps where it was measured.", nullable=True),
             _col("lr", pa.float64(), "Backbone learning rate after the step."),
             _col("examples", pa.int32(), "Examples in the batch."),
             _col("seconds", pa.float64(), "Wall time of the step."),
@@ -261,7 +262,29 @@ FLIPR_CHECKPOINT = FileArtifactSpec(
     files={"backbone/": "Hugging Face model + tokenizer", "flipr_head.pt": "projection state dict (weights_only)", "flipr_config.json": "retriever settings"},
 )
 
-FILE_ARTIFACTS: dict[str, FileArtifactSpec] = {a.name: a for a in (FLIPR_CODEC, FLIPR_SHARD, FLIPR_INDEX, FLIPR_CHECKPOINT)}
+_SEQUENCE_MODEL_FILES = {"backbone/": "Hugging Face model + tokenizer", "head.pt": "linear head state dict (weights_only)", "model_config.json": "kind and input layout"}
+STAGE1_CHECKPOINT = FileArtifactSpec(
+    name="stage1_checkpoint",
+    version=1,
+    description="A trained condenser stage 1 (producer stage1-rN: trained on round-N hop labels); use as condenser.stage1_checkpoint.",
+    files=_SEQUENCE_MODEL_FILES,
+)
+STAGE2_CHECKPOINT = FileArtifactSpec(
+    name="stage2_checkpoint",
+    version=1,
+    description="A trained condenser stage 2 (producer stage2-rN); use as condenser.stage2_checkpoint.",
+    files=_SEQUENCE_MODEL_FILES,
+)
+READER_CHECKPOINT = FileArtifactSpec(
+    name="reader_checkpoint",
+    version=1,
+    description="A trained reader (producer reader-rN); use as reader.checkpoint. Its stats hold the dev evaluation.",
+    files=_SEQUENCE_MODEL_FILES,
+)
+
+FILE_ARTIFACTS: dict[str, FileArtifactSpec] = {
+    a.name: a for a in (FLIPR_CODEC, FLIPR_SHARD, FLIPR_INDEX, FLIPR_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT, READER_CHECKPOINT)
+}
 
 
 def file_artifact_spec(name: str) -> FileArtifactSpec:

@@ -453,6 +453,20 @@ class ArtifactStore:
         finally:
             con.close()
 
+    def passage_sentences(self, passages: ArtifactRef, sentences: ArtifactRef, pids) -> pa.Table:
+        """``(pid, title, sid, text)`` of every non-empty sentence of the given passages, sorted by
+        pid and sid (what the condensers read)."""
+        con = duckdb.connect()
+        try:
+            con.register("wanted", pa.table({"pid": pa.array(np.asarray(sorted(set(pids)), dtype=np.int64))}))
+            sql = (
+                "SELECT p.pid, p.title, s.sid, s.text FROM read_parquet(?) p JOIN read_parquet(?) s ON s.pid = p.pid "
+                "WHERE p.pid IN (SELECT pid FROM wanted) AND s.text <> '' ORDER BY p.pid, s.sid"
+            )
+            return con.sql(sql, params=[[str(f) for f in passages.files], [str(f) for f in sentences.files]]).to_arrow_table()
+        finally:
+            con.close()
+
     def claim_gold(self, claims: ArtifactRef, gold_facts: ArtifactRef, sentences: ArtifactRef, split: str) -> pa.Table:
         """Resolved claims of one split with their gold facts and sentence text:
         ``(uid, claim, label, num_hops, pid, title, sid, text)`` sorted by uid, pid, sid."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from pathlib import Path
 
 import pyarrow as pa
 from prefect import task
@@ -12,6 +13,7 @@ from baleen_core.config import FliprTrainingConfig, RetrieverConfig, SearchConfi
 from baleen_core.retrieval import Flipr, passage_text
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.flipr_trainer import FliprExample, train_flipr
+from baleen_core.training.loop import STATE_FILE, STEPS_FILE
 from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
@@ -48,7 +50,10 @@ def loss_plot(history: list[dict], title: str) -> bytes:
     window = max(1, len(losses) // 20)
     smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1]) for i in range(len(losses))]
     ax.plot(steps, smooth, lw=1.6, label=f"mean of {window}")
-    ax.set(xlabel="step", ylabel="cross-entropy", title=title)
+    validated = [(h["step"], h["val_loss"]) for h in history if h.get("val_loss") is not None]
+    if validated:
+        ax.plot(*zip(*validated, strict=True), "o-", lw=1.2, ms=3, label="held-out claims")
+    ax.set(xlabel="step", ylabel="loss", title=title)
     ax.legend()
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -87,35 +92,52 @@ def train_flipr_on_labels(
     steps = config.epochs * -(-len(examples) // config.batch_size)
     with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:
         last, history = train_flipr(flipr, examples, config, work_dir, on_step=lambda record: progress.update(1))
-    meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"labels": labels.fingerprint}, params=params, flow_run=flow_run_info())
-    with store.file_writer("flipr_checkpoint", **meta) as writer:
-        for name in ("backbone", "flipr_head.pt", "flipr_config.json"):
-            source = last / name
-            (shutil.copytree if source.is_dir() else shutil.copy2)(source, writer.dir / name)
-        writer.rows = len(examples)
+    outputs = publish_trained_model(
+        store, "flipr_checkpoint", "flipr", round_number, last, history, len(examples), str(flipr.device),
+        dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"labels": labels.fingerprint}, params=params),
+        title=f"FLIPR trained on round-{round_number} labels",
+    )
+    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
+    return outputs
+
+
+def publish_trained_model(
+    store: ArtifactStore, artifact: str, model: str, round_number: int, checkpoint: Path, history: list[dict], examples: int, device: str, meta: dict, title: str, extra_stats: dict | None = None
+) -> dict[str, ArtifactRef]:
+    """Publish a finished training run: the checkpoint (every file the model saved, not the
+    trainer state), its step metrics as ``training_steps``, a loss plot and a markdown summary."""
+    meta = {**meta, "flow_run": flow_run_info()}
+    with store.file_writer(artifact, **meta) as writer:
+        for source in checkpoint.iterdir():
+            if source.name in (STATE_FILE, STEPS_FILE):
+                continue
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, writer.dir / source.name)
+        writer.rows = examples
         epochs = sorted({h["epoch"] for h in history})
+        validated = [h["val_loss"] for h in history if h.get("val_loss") is not None]
         writer.stats = {
-            "examples": len(examples),
+            "examples": examples,
             "steps": len(history),
-            "device": str(flipr.device),
+            "device": device,
             "train_seconds": round(sum(h["seconds"] for h in history), 1),
             "epoch_mean_loss": {str(e): round(sum(h["loss"] for h in history if h["epoch"] == e) / max(1, sum(h["epoch"] == e for h in history)), 4) for e in epochs},
             "first_loss": history[0]["loss"] if history else None,
             "last_loss": history[-1]["loss"] if history else None,
+            "first_val_loss": validated[0] if validated else None,
+            "last_val_loss": validated[-1] if validated else None,
+            **(extra_stats or {}),
         }
     with store.writer("training_steps", **meta) as steps_writer:
-        steps_writer.write(pa.Table.from_pylist([{"model": "flipr", "round": round_number, **h} for h in history], schema=TRAINING_STEPS.schema))
-    plot = store.write_report(run_id, f"training/flipr-r{round_number}-loss.png", loss_plot(history, f"FLIPR, round-{round_number} labels"))
-    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
-    logger.info("FLIPR round %d: %s", round_number, writer.stats)
+        rows = [{"model": model, "round": round_number, **{k: h.get(k) for k in TRAINING_STEPS.schema.names if k not in ("model", "round")}} for h in history]
+        steps_writer.write(pa.Table.from_pylist(rows, schema=TRAINING_STEPS.schema))
+    plot = store.write_report(meta["run_id"], f"training/{meta['producer']}-loss.png", loss_plot(history, title))
+    run_logger().info("%s: %s", title, writer.stats)
     publish_markdown(
-        key=f"flipr-training-r{round_number}",
-        markdown=f"### FLIPR trained on round-{round_number} labels\n\n"
-        + "\n".join(f"- **{k}**: {v}" for k, v in writer.stats.items())
-        + f"\n\nLoss curve: `{plot}`",
-        description="FLIPR training",
+        key=f"{meta['producer']}-training",
+        markdown=f"### {title}\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in writer.stats.items()) + f"\n\nLoss curve: `{plot}`",
+        description=f"{model} training",
     )
-    return {"flipr_checkpoint": writer.ref, "training_steps": steps_writer.ref}
+    return {artifact: writer.ref, "training_steps": steps_writer.ref}
 
 
 @task(name="retrieval-recall", task_run_name="retrieval-recall · {label}")

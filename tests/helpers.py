@@ -14,3 +14,10 @@ def write_abstracts(root: Path, rows: list, name: str = "AA/wiki_00.bz2", raw_li
     data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows) + b"".join(raw_lines or [])
     path.write_bytes(bz2.compress(data))
     return root / "wiki"
+
+
+def passage(pid: int, title: str, *sentences: str):
+    """A :class:`PassageSentences` with sentence ids 0, 1, …"""
+    from baleen_core.condensing import PassageSentences, Sentence
+
+    return PassageSentences(pid, title, tuple(Sentence(pid, sid, title, text) for sid, text in enumerate(sentences)))

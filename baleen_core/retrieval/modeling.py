@@ -101,6 +101,18 @@ class Flipr:
         (directory / CONFIG_FILE).write_text(self.config.model_dump_json(indent=2))
         return directory
 
+    # ---- what the training loop needs (baleen_core.training.loop.Trainable) ----
+    @property
+    def module(self) -> nn.Module:
+        return self.encoder
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        return list(self.encoder.projection.parameters())
+
+    def load_weights(self, directory: Path | str) -> None:
+        loaded = Flipr.load(self.config.model_copy(update={"checkpoint": Path(directory)}), self.device)
+        self.encoder.load_state_dict(loaded.encoder.state_dict())
+
     @property
     def dim(self) -> int:
         return self.config.dim

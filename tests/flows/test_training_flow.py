@@ -1,6 +1,8 @@
-"""Label rounds and FLIPR training end to end on the tiny demo world."""
+"""Label rounds, FLIPR, condenser and reader training end to end on the tiny demo world."""
 
 from __future__ import annotations
+
+import json
 
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.hop_ordering import claims_from_rows
@@ -19,7 +21,7 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
     config.write_text(
         "retriever: {device: cpu}\nindex: {batch_size: 16}\n"
         "labels: {rounds: 2, round0: flipr, depth: 50}\n"
-        "training: {flipr: {epochs: 2, batch_size: 8}}\n"
+        "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2}, stage2: {epochs: 2}, reader: {epochs: 2, batch_size: 8}}\n"
     )
     pipeline_flow(str(tiny_world), str(config))
     refs = training_flow(str(config))
@@ -32,7 +34,7 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
     assert gates == [{"n": 2, "ok": True}]
 
     # the loss goes down within each training run
-    losses = query(store, "SELECT round, epoch, avg(loss) AS loss FROM training_steps GROUP BY ALL ORDER BY ALL").to_pylist()
+    losses = query(store, "SELECT round, epoch, avg(loss) AS loss FROM training_steps WHERE model = 'flipr' GROUP BY ALL ORDER BY ALL").to_pylist()
     for round_number in (0, 1):
         first, last = (r["loss"] for r in losses if r["round"] == round_number)
         assert last < first
@@ -50,3 +52,21 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
     trained, _ = open_searcher(store, cfg.search, "cpu", refs["flipr-r1/index"])
     assert gold_recall(trained, gold, [10])[10]["all"] > gold_recall(untrained, gold, [10])[10]["all"]
     assert len(list((store.root / "reports").glob("*/training/flipr-r1-loss.png"))) == 1
+
+    # the condensers and the reader trained on the last round's labels and their loss fell
+    # (what they learn is tested on made-up tasks in tests/core/training/test_condenser_trainer.py)
+    epochs = query(store, "SELECT model, round, epoch, avg(loss) AS loss, count(val_loss) AS validated FROM training_steps WHERE model <> 'flipr' GROUP BY ALL ORDER BY ALL").to_pylist()
+    assert sorted({(e["model"], e["round"]) for e in epochs}) == [("reader", 1), ("stage1", 1), ("stage2", 1)]
+    for model in ("stage1", "stage2", "reader"):
+        first, last = (e for e in epochs if e["model"] == model)
+        assert last["loss"] < first["loss"], (model, first, last)
+        assert first["validated"] >= 1  # the held-out curve has a point per epoch
+    for name in ("stage1_checkpoint", "stage2_checkpoint", "reader_checkpoint"):
+        assert (store.latest(name).path / "backbone").is_dir()
+
+    # and were measured on the dev claims' gold passages
+    report = json.loads(next((store.root / "reports").glob("*/training/condensers-dev.json")).read_text())
+    summary = {row["hops"]: row for row in report["summary"]}
+    assert summary["all"]["claims"] == 12 and set(summary) == {"2", "3", "4", "all"}
+    assert all(0 <= summary["all"][m] <= 1 for m in ("sentence_f1", "sentence_em", "reader_correct_gold", "reader_correct_kept"))
+    assert all(row["kept"] >= 1 for row in report["claims"])

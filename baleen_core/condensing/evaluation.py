@@ -1,0 +1,78 @@
+"""How well the condensers and the reader do when retrieval is perfect.
+
+Given a claim's gold passages (all their sentences) and no context, stage 1 ranks the sentences,
+stage 2 reads the best ``top_facts`` and keeps those scoring above 0; the kept set is compared with
+the gold facts (HoVer's sentence precision/recall/F1/EM). The reader then labels the claim twice:
+from the gold facts and from the kept facts. This isolates the condensers and the reader from the
+retriever; the full multi-hop evaluation is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from baleen_core.condensing.condense import Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing.layouts import PassageSentences
+from baleen_core.condensing.models import READER_LABELS, SequenceModel
+from baleen_core.config import CondenserConfig, ReaderConfig
+from baleen_core.metrics import set_prf
+
+
+@dataclass(frozen=True)
+class GoldClaim:
+    uid: str
+    claim: str
+    label: str | None
+    num_hops: int
+    passages: tuple[PassageSentences, ...]  # the gold passages, every sentence
+    gold: frozenset[tuple[int, int]]  # gold (pid, sid)
+
+
+def evaluate_on_gold_passages(
+    stage1: SequenceModel, stage2: SequenceModel, reader: SequenceModel | None, claims: Sequence[GoldClaim], condenser: CondenserConfig, reader_config: ReaderConfig
+) -> list[dict]:
+    """One row per claim: stage-1 recall of gold facts in its top ``top_facts``, the kept facts'
+    sentence P/R/F1/EM, and the reader's P(SUPPORTED) from gold and from kept facts."""
+    ranked = condense_stage1(stage1, [Stage1Query(c.claim, (), c.passages) for c in claims], condenser)
+    candidates = [stage2_candidates([], r, condenser.top_facts, condenser.min_new_facts) for r in ranked]
+    scores = condense_stage2(stage2, [c.claim for c in claims], [[s.fact for s in cands] for cands in candidates], condenser)
+    kept = [[s for s, _ in kept_facts(cands, sc)] for cands, sc in zip(candidates, scores, strict=True)]
+    rows = []
+    for claim, cands, facts in zip(claims, candidates, kept, strict=True):
+        sentence = set_prf((s.key for s in facts), claim.gold)
+        rows.append(
+            {
+                "uid": claim.uid,
+                "num_hops": claim.num_hops,
+                "label": claim.label,
+                "stage1_recall": len({s.key for s in cands} & claim.gold) / len(claim.gold),
+                "kept": len(facts),
+                "sentence_precision": sentence.precision,
+                "sentence_recall": sentence.recall,
+                "sentence_f1": sentence.f1,
+                "sentence_em": sentence.em,
+            }
+        )
+    if reader is not None:
+        gold_facts = [[s.fact for p in c.passages for s in p.sentences if s.key in c.gold] for c in claims]
+        from_gold = read_verdicts(reader, [c.claim for c in claims], gold_facts, reader_config)
+        from_kept = read_verdicts(reader, [c.claim for c in claims], [[s.fact for s in facts] for facts in kept], reader_config)
+        for row, p_gold, p_kept in zip(rows, from_gold, from_kept, strict=True):
+            truth = row["label"]
+            row["reader_correct_gold"] = float((p_gold > 0.5) == (truth == READER_LABELS[1])) if truth in READER_LABELS else None
+            row["reader_correct_kept"] = float((p_kept > 0.5) == (truth == READER_LABELS[1])) if truth in READER_LABELS else None
+    return rows
+
+
+def summarize_by_hops(rows: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
+    """Mean of each metric per hop count ("2", "3", "4") and over all claims ("all")."""
+    out = []
+    for hops in [*sorted({r["num_hops"] for r in rows}), "all"]:
+        chosen = [r for r in rows if hops == "all" or r["num_hops"] == hops]
+        summary: dict = {"hops": str(hops), "claims": len(chosen)}
+        for metric in metrics:
+            values = [r[metric] for r in chosen if r.get(metric) is not None]
+            summary[metric] = round(sum(values) / len(values), 4) if values else None
+        out.append(summary)
+    return out

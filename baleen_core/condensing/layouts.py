@@ -1,0 +1,178 @@
+"""Input layouts of the condenser stages and the reader, built from token ids the tokenizer names.
+
+Stage 1 (one input per passage, a second window when a passage does not fit)::
+
+    [CLS] claim [SEP] fact₁ [SEP] fact₂ … [SEP] title [MASK] s₁ [MASK] s₂ … [SEP]
+
+Stage 2 (one input per hop: the context facts and the best stage-1 facts)::
+
+    [CLS] claim [SEP] [MASK] fact₁ [MASK] fact₂ … [SEP]
+
+Reader::
+
+    [CLS] claim [SEP] fact₁ [SEP] fact₂ … [SEP]
+
+A sentence or fact is scored from the [MASK] in front of it; the reader from [CLS]. Facts are
+written ``title | sentence``. Every id comes from the tokenizer (``cls_token_id`` …); a tokenizer
+without a [MASK] token is refused with the reason. Items are cut to their token budgets, never
+dropped: stage 2 and the reader shrink the per-fact budget so that every fact gets a marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from baleen_core.retrieval.tokenization import fact_text
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One corpus sentence, HoVer's (title, sentence index) as (pid, sid)."""
+
+    pid: int
+    sid: int
+    title: str
+    text: str
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.pid, self.sid)
+
+    @property
+    def fact(self) -> str:
+        return fact_text(self.title, self.text)
+
+
+@dataclass(frozen=True)
+class PassageSentences:
+    pid: int
+    title: str
+    sentences: tuple[Sentence, ...]
+
+
+@dataclass
+class Window:
+    """One encoder input: token ids, the positions scored, and which item each scores."""
+
+    input_ids: list[int]
+    positions: list[int]
+    items: list[int]
+
+
+@dataclass
+class PaddedBatch:
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    rows: torch.Tensor  # [N] window of each scored position
+    cols: torch.Tensor  # [N] position inside the window
+
+    def to(self, device: torch.device) -> PaddedBatch:
+        return PaddedBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.rows, self.cols)))
+
+
+class SpecialIds:
+    """The special token ids a layout needs, looked up on the tokenizer."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        names = {"cls": tokenizer.cls_token_id, "sep": tokenizer.sep_token_id, "mask": tokenizer.mask_token_id, "pad": tokenizer.pad_token_id}
+        missing = [name for name, value in names.items() if value is None]
+        if missing:
+            raise ValueError(
+                f"tokenizer {type(tokenizer).__name__} has no {', '.join(missing)} token; the condensers and the reader need a "
+                "BERT-style vocabulary with [CLS], [SEP], [MASK] and [PAD] (bert, electra, MiniLM, ColBERT checkpoints have them)"
+            )
+        self.cls, self.sep, self.mask, self.pad = names["cls"], names["sep"], names["mask"], names["pad"]
+
+
+def token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> dict[str, list[int]]:
+    """Ids of each distinct text, without special tokens, in one batched tokenizer call."""
+    distinct = list(dict.fromkeys(texts))
+    if not distinct:
+        return {}
+    encoded = tokenizer(distinct, add_special_tokens=False, truncation=False)["input_ids"]
+    return dict(zip(distinct, encoded, strict=True))
+
+
+def stage1_windows(
+    tokenizer: PreTrainedTokenizerBase,
+    claim: str,
+    context: Sequence[str],
+    passage: PassageSentences,
+    query_maxlen: int,
+    window_maxlen: int,
+    ids: dict[str, list[int]] | None = None,
+) -> list[Window]:
+    """Windows scoring every sentence of ``passage`` (item i = sentence i) for claim + context."""
+    special = SpecialIds(tokenizer)
+    ids = ids if ids is not None else token_ids(tokenizer, [claim, *context, passage.title, *(s.text for s in passage.sentences)])
+    query = list(ids[claim])
+    for fact in context:
+        query += [special.sep, *ids[fact]]
+    query = query[:query_maxlen]
+    prefix = [special.cls, *query, special.sep, *ids[passage.title]][: window_maxlen - 3]
+    room = window_maxlen - len(prefix) - 1  # the closing [SEP]
+    windows: list[Window] = []
+    current = Window(list(prefix), [], [])
+    for i, sentence in enumerate(passage.sentences):
+        piece = [special.mask, *ids[sentence.text]][:room]
+        if current.items and len(current.input_ids) + len(piece) + 1 > window_maxlen:
+            windows.append(current)
+            current = Window(list(prefix), [], [])
+        current.positions.append(len(current.input_ids))
+        current.items.append(i)
+        current.input_ids.extend(piece)
+    if current.items:
+        windows.append(current)
+    for window in windows:
+        window.input_ids.append(special.sep)
+    return windows
+
+
+def _fact_budget(n_facts: int, room: int, fact_maxlen: int) -> int:
+    return max(1, min(fact_maxlen, room // max(1, n_facts) - 1))
+
+
+def stage2_window(
+    tokenizer: PreTrainedTokenizerBase, claim: str, facts: Sequence[str], claim_maxlen: int, fact_maxlen: int, maxlen: int, ids: dict[str, list[int]] | None = None
+) -> Window:
+    """One input scoring every fact (item i = fact i) from the [MASK] in front of it."""
+    special = SpecialIds(tokenizer)
+    ids = ids if ids is not None else token_ids(tokenizer, [claim, *facts])
+    input_ids = [special.cls, *ids[claim][:claim_maxlen], special.sep]
+    budget = _fact_budget(len(facts), maxlen - len(input_ids) - 1, fact_maxlen)
+    positions = []
+    for fact in facts:
+        positions.append(len(input_ids))
+        input_ids += [special.mask, *ids[fact][:budget]]
+    return Window(input_ids + [special.sep], positions, list(range(len(facts))))
+
+
+def reader_window(
+    tokenizer: PreTrainedTokenizerBase, claim: str, facts: Sequence[str], claim_maxlen: int, fact_maxlen: int, maxlen: int, ids: dict[str, list[int]] | None = None
+) -> Window:
+    """One input scored from [CLS] (item 0)."""
+    special = SpecialIds(tokenizer)
+    ids = ids if ids is not None else token_ids(tokenizer, [claim, *facts])
+    input_ids = [special.cls, *ids[claim][:claim_maxlen], special.sep]
+    budget = _fact_budget(len(facts), maxlen - len(input_ids), fact_maxlen)
+    for fact in facts:
+        input_ids += [*ids[fact][:budget], special.sep]
+    return Window(input_ids, [0], [0])
+
+
+def pad_windows(windows: Sequence[Window], pad_id: int) -> PaddedBatch:
+    """Right-pad to the longest window; scored positions as (row, col) index tensors."""
+    length = max(len(w.input_ids) for w in windows)
+    input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(windows), length), dtype=torch.long)
+    rows, cols = [], []
+    for row, window in enumerate(windows):
+        input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids, dtype=torch.long)
+        attention_mask[row, : len(window.input_ids)] = 1
+        rows.extend([row] * len(window.positions))
+        cols.extend(window.positions)
+    return PaddedBatch(input_ids, attention_mask, torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))

@@ -1,0 +1,205 @@
+"""Training the condenser stages and the reader from hop labels.
+
+A :class:`LabelledHop` is one hop of one training claim from a label round: the context facts
+(the gold sentences of earlier hops' positives), the hop's positive passage and its hard-negative
+passages, and the claim's whole gold fact set.
+
+- **Stage 1** reads claim + context and one passage at a time. Its positives are the sentences of
+  the positive passage (Baleen), or only that passage's gold sentences (``positives:
+  gold_facts``); the negatives are the sentences of the hard-negative passages (and, with
+  ``gold_facts``, the positive passage's other sentences). Loss: for each positive, the
+  cross-entropy of that positive against all the hop's negatives.
+- **Stage 2** reads the facts the trained stage 1 puts forward for the hop (the context facts
+  plus its best new sentences, shuffled so that position says nothing) and labels each fact by
+  membership of the gold set. Loss: ``w · BCE per fact + (1 − w) · CE of each gold fact against
+  all non-gold facts``.
+- **Reader**: claim + facts → SUPPORTED / NOT_SUPPORTED from [CLS], cross-entropy. Its facts are
+  the gold facts and/or what the trained condensers keep when they run hop by hop on their *own*
+  context over each hop's labelled passages (positive plus hard negatives), so it trains on
+  realistic noise: missed facts, extra facts.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from baleen_core.condensing.condense import Stage1Query, condense_stage1, condense_stage2, kept_facts, stage1_inputs, stage2_candidates
+from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window, token_ids
+from baleen_core.condensing.models import READER_LABELS, SequenceModel
+from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.training.loop import train_epochs
+
+
+@dataclass(frozen=True)
+class LabelledHop:
+    uid: str
+    claim: str
+    label: str | None
+    hop: int
+    context: tuple[Sentence, ...]
+    positive: PassageSentences
+    negatives: tuple[PassageSentences, ...]
+    gold: frozenset[tuple[int, int]]
+
+    def stage1_query(self, negative_passages: int, context: Sequence[Sentence] | None = None) -> Stage1Query:
+        facts = self.context if context is None else context
+        return Stage1Query(self.claim, tuple(s.fact for s in facts), (self.positive, *self.negatives[:negative_passages]))
+
+
+@dataclass(frozen=True)
+class Stage1Example:
+    uid: str
+    query: Stage1Query
+    positives: frozenset[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Stage2Example:
+    uid: str
+    claim: str
+    facts: tuple[str, ...]
+    gold: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class ReaderExample:
+    uid: str
+    claim: str
+    facts: tuple[str, ...]
+    label: int  # index into READER_LABELS
+
+
+def contrastive_ce(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """Mean over positives p of ``-log softmax([s_p, s_negatives])[0]``; 0 when there are no
+    positives. With no negatives each term is 0 (nothing to rank against)."""
+    pos, neg = scores[positive], scores[~positive]
+    if pos.numel() == 0:
+        return scores.sum() * 0.0
+    stacked = torch.cat([pos.unsqueeze(1), neg.unsqueeze(0).expand(pos.numel(), -1)], dim=1)
+    return (torch.logsumexp(stacked, dim=1) - pos).mean()
+
+
+# ---- stage 1 ----------------------------------------------------------------------------------
+def stage1_examples(hops: Sequence[LabelledHop], config: Stage1TrainingConfig) -> list[Stage1Example]:
+    examples = []
+    for hop in hops:
+        if config.positives == "passage":
+            positives = frozenset(s.key for s in hop.positive.sentences)
+        else:
+            positives = frozenset(s.key for s in hop.positive.sentences if s.key in hop.gold)
+        if positives:
+            examples.append(Stage1Example(hop.uid, hop.stage1_query(config.negative_passages), positives))
+    return examples
+
+
+def stage1_loss(model: SequenceModel, batch: Sequence[Stage1Example], condenser: CondenserConfig) -> torch.Tensor:
+    per_query = stage1_inputs(model, [e.query for e in batch], condenser)
+    windows = [w for _, pairs in per_query for w, _ in pairs]
+    logits = model.logits(windows)
+    losses, offset = [], 0
+    for example, (_, pairs) in zip(batch, per_query, strict=True):
+        n = sum(len(w.positions) for w, _ in pairs)
+        keys = [p.sentences[item].key for w, p in pairs for item in w.items]
+        positive = torch.tensor([k in example.positives for k in keys], device=logits.device)
+        losses.append(contrastive_ce(logits[offset : offset + n], positive))
+        offset += n
+    return torch.stack(losses).mean()
+
+
+# ---- stage 2 ----------------------------------------------------------------------------------
+def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, config: Stage2TrainingConfig) -> list[Stage2Example]:
+    """Run the trained stage 1 over each hop's passages and label its candidates for stage 2."""
+    ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
+    examples = []
+    for i, (hop, sentences) in enumerate(zip(hops, ranked, strict=True)):
+        candidates = stage2_candidates(hop.context, sentences, condenser.top_facts, condenser.min_new_facts)
+        random.Random(config.seed * 1_000_003 + i).shuffle(candidates)
+        examples.append(Stage2Example(hop.uid, hop.claim, tuple(s.fact for s in candidates), tuple(s.key in hop.gold for s in candidates)))
+    return examples
+
+
+def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser: CondenserConfig, bce_weight: float) -> torch.Tensor:
+    ids = token_ids(model.tokenizer, [t for e in batch for t in (e.claim, *e.facts)])
+    windows = [stage2_window(model.tokenizer, e.claim, e.facts, condenser.claim_maxlen, condenser.fact_maxlen, condenser.stage2_maxlen, ids) for e in batch]
+    logits = model.logits(windows)
+    losses, offset = [], 0
+    for example in batch:
+        scores = logits[offset : offset + len(example.facts)]
+        gold = torch.tensor(example.gold, device=logits.device)
+        bce = F.binary_cross_entropy_with_logits(scores, gold.float())
+        losses.append(bce_weight * bce + (1 - bce_weight) * contrastive_ce(scores, gold))
+        offset += len(example.facts)
+    return torch.stack(losses).mean()
+
+
+# ---- reader -----------------------------------------------------------------------------------
+def condensed_facts(stage1: SequenceModel, stage2: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, negative_passages: int) -> dict[str, list[Sentence]]:
+    """Per claim, the facts the condensers keep when run hop by hop on their own context over each
+    labelled hop's passages (all claims' hop h in one batch)."""
+    by_claim: dict[str, list[LabelledHop]] = {}
+    for hop in hops:
+        by_claim.setdefault(hop.uid, []).append(hop)
+    for claim_hops in by_claim.values():
+        claim_hops.sort(key=lambda x: x.hop)
+    context: dict[str, list[Sentence]] = {uid: [] for uid in by_claim}
+    for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
+        now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
+        ranked = condense_stage1(stage1, [hop.stage1_query(negative_passages, context[hop.uid]) for hop in now], condenser)
+        candidates = [stage2_candidates(context[hop.uid], r, condenser.top_facts, condenser.min_new_facts) for hop, r in zip(now, ranked, strict=True)]
+        scores = condense_stage2(stage2, [hop.claim for hop in now], [[s.fact for s in c] for c in candidates], condenser)
+        for hop, cands, s in zip(now, candidates, scores, strict=True):
+            context[hop.uid] = [fact for fact, _ in kept_facts(cands, s)]
+    return context
+
+
+def reader_examples(hops: Sequence[LabelledHop], condensed: dict[str, list[Sentence]] | None, inputs: str) -> list[ReaderExample]:
+    """One or two examples per labelled claim: its condensed facts and/or its gold facts."""
+    first: dict[str, LabelledHop] = {}
+    gold_facts: dict[str, list[Sentence]] = {}
+    for hop in sorted(hops, key=lambda x: (x.uid, x.hop)):
+        if hop.label not in READER_LABELS:
+            continue
+        first.setdefault(hop.uid, hop)
+        gold_facts.setdefault(hop.uid, []).extend(s for s in hop.positive.sentences if s.key in hop.gold)
+    examples = []
+    for uid, hop in first.items():
+        label = READER_LABELS.index(hop.label)
+        if inputs in ("both", "condensed") and condensed is not None:
+            examples.append(ReaderExample(uid, hop.claim, tuple(s.fact for s in condensed.get(uid, [])), label))
+        if inputs in ("both", "gold"):
+            examples.append(ReaderExample(uid, hop.claim, tuple(s.fact for s in gold_facts[uid]), label))
+    return examples
+
+
+def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: ReaderConfig) -> torch.Tensor:
+    ids = token_ids(model.tokenizer, [t for e in batch for t in (e.claim, *e.facts)])
+    windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in batch]
+    return F.cross_entropy(model.logits(windows), torch.tensor([e.label for e in batch], device=model.device))
+
+
+# ---- training ---------------------------------------------------------------------------------
+def split_held_out(examples: Sequence, share: float, seed: int) -> tuple[list, list]:
+    """(train, validation): a seeded share of the claims (all their examples, never single hops)
+    is held out for the validation curve."""
+    distinct = sorted({e.uid for e in examples})
+    n = round(share * len(distinct))
+    held = set(random.Random(seed).sample(distinct, n)) if n else set()
+    return [e for e in examples if e.uid not in held], [e for e in examples if e.uid in held]
+
+
+def train_stage1(model: SequenceModel, train: Sequence[Stage1Example], validation: Sequence[Stage1Example], condenser: CondenserConfig, config: Stage1TrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
+    return train_epochs(model, train, lambda batch: stage1_loss(model, batch, condenser), config, work_dir, on_step, validation)
+
+
+def train_stage2(model: SequenceModel, train: Sequence[Stage2Example], validation: Sequence[Stage2Example], condenser: CondenserConfig, config: Stage2TrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
+    return train_epochs(model, train, lambda batch: stage2_loss(model, batch, condenser, config.bce_weight), config, work_dir, on_step, validation)
+
+
+def train_reader(model: SequenceModel, train: Sequence[ReaderExample], validation: Sequence[ReaderExample], reader: ReaderConfig, config: ReaderTrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
+    return train_epochs(model, train, lambda batch: reader_loss(model, batch, reader), config, work_dir, on_step, validation)

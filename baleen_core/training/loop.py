@@ -1,0 +1,168 @@
+"""The epoch loop every model here trains with: FLIPR, both condenser stages, the reader.
+
+AdamW with two learning rates (the pre-trained backbone and the fresh head), linear warm-up then
+linear decay, gradient clipping, fp16 autocast with gradient scaling on CUDA. Every epoch ends with
+a checkpoint directory written atomically (``epoch-NNN``: the model as the model saves itself, plus
+optimizer, scheduler, scaler and RNG state and the step metrics), and ``train_epochs`` resumes from
+the newest one, so a killed run loses at most one epoch. An optional validation set is scored every
+``validate_every`` steps and at the end of each epoch (the validation curve).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import torch
+from torch import nn
+
+from baleen_core.config import OptimizerConfig
+
+STATE_FILE = "trainer_state.pt"
+STEPS_FILE = "steps.json"
+
+Example = TypeVar("Example")
+
+
+class Trainable(Protocol):
+    """What the loop needs from a model."""
+
+    module: nn.Module
+    device: torch.device
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """Parameters trained at ``head_lr`` (the fresh head); the rest train at ``lr``."""
+
+    def save(self, directory: Path) -> None: ...
+
+    def load_weights(self, directory: Path) -> None:
+        """Replace this model's weights with those saved in ``directory``."""
+
+
+def checkpoints(work_dir: Path) -> list[Path]:
+    """Finished epoch checkpoints, oldest first."""
+    return sorted(p for p in work_dir.glob("epoch-*") if (p / STATE_FILE).exists())
+
+
+def validation_loss(examples: Sequence[Example], loss_fn: Callable[[Sequence[Example]], torch.Tensor], batch_size: int, device: torch.device) -> float:
+    """Mean batch loss over ``examples`` without gradients."""
+    losses, weights = [], []
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
+        for start in range(0, len(examples), batch_size):
+            batch = examples[start : start + batch_size]
+            losses.append(float(loss_fn(batch)))
+            weights.append(len(batch))
+    return sum(loss * w for loss, w in zip(losses, weights, strict=True)) / max(1, sum(weights))
+
+
+def train_epochs(
+    model: Trainable,
+    examples: Sequence[Example],
+    loss_fn: Callable[[Sequence[Example]], torch.Tensor],
+    config: OptimizerConfig,
+    work_dir: Path,
+    on_step: Callable[[dict], None] | None = None,
+    validation: Sequence[Example] = (),
+    validate_every: int = 50,
+    min_batch: int = 1,
+) -> tuple[Path, list[dict]]:
+    """Train ``model`` in place; returns the last epoch's checkpoint directory and every step's
+    metrics, including those of epochs finished before a resume. Batches smaller than
+    ``min_batch`` are skipped (FLIPR needs two queries for in-batch negatives)."""
+    if not examples:
+        raise ValueError("no training examples: check that the hop labels and claims artifacts are not empty")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    module, device = model.module, model.device
+    head_ids = {id(p) for p in model.head_parameters()}
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [p for p in module.parameters() if id(p) not in head_ids], "lr": config.lr},
+            {"params": model.head_parameters(), "lr": config.head_lr},
+        ]
+    )
+    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    warmup = max(1, int(config.warmup * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
+    scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
+    history: list[dict] = []
+    start_epoch = 0
+    if done := checkpoints(work_dir):
+        start_epoch, history = _resume(model, optimizer, scheduler, scaler, done[-1])
+    if start_epoch >= config.epochs:
+        module.eval()
+        return done[-1], history
+
+    def validate() -> float | None:
+        if not validation:
+            return None
+        module.eval()
+        value = validation_loss(validation, loss_fn, config.batch_size, device)
+        module.train()
+        return value
+
+    module.train()
+    step = len(history)
+    last = work_dir
+    for epoch in range(start_epoch, config.epochs):
+        order = list(range(len(examples)))
+        random.Random(config.seed + epoch).shuffle(order)
+        starts = list(range(0, len(order), config.batch_size))
+        for i, start in enumerate(starts):
+            batch = [examples[j] for j in order[start : start + config.batch_size]]
+            if len(batch) < min_batch:
+                continue
+            started = time.perf_counter()
+            with torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
+                loss = loss_fn(batch)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(module.parameters(), config.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            seconds = time.perf_counter() - started
+            last_of_epoch = i == len(starts) - 1
+            val = validate() if (last_of_epoch or (step + 1) % validate_every == 0) else None
+            record = {"epoch": epoch, "step": step, "loss": float(loss.detach()), "val_loss": val, "lr": scheduler.get_last_lr()[0], "examples": len(batch), "seconds": seconds}
+            history.append(record)
+            step += 1
+            if on_step is not None:
+                on_step(record)
+        last = _save(model, optimizer, scheduler, scaler, epoch, history, work_dir)
+    module.eval()
+    return last, history
+
+
+def _save(model: Trainable, optimizer, scheduler, scaler, epoch: int, history: list[dict], work_dir: Path) -> Path:
+    tmp = work_dir / f".tmp-{uuid.uuid4().hex}"
+    model.save(tmp)
+    torch.save(
+        {"epoch": epoch, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state()},
+        tmp / STATE_FILE,
+    )
+    (tmp / STEPS_FILE).write_text(json.dumps(history))
+    final = work_dir / f"epoch-{epoch:03d}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    return final
+
+
+def _resume(model: Trainable, optimizer, scheduler, scaler, checkpoint: Path) -> tuple[int, list[dict]]:
+    model.load_weights(checkpoint)
+    state = torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=True)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    torch.set_rng_state(state["torch_rng"])
+    return state["epoch"] + 1, json.loads((checkpoint / STEPS_FILE).read_text())

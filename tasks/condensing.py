@@ -1,0 +1,267 @@
+"""Condenser and reader tasks: train stage 1, stage 2 and the reader on a label round, and
+measure them on the dev claims' gold passages.
+
+Each task is fingerprinted on its inputs and settings (a rerun reuses the published checkpoint)
+and trains through :func:`baleen_core.training.loop.train_epochs`, whose epoch checkpoints in
+``<store>/work/`` let a killed run resume.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from prefect import task
+
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
+from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages, summarize_by_hops
+from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.training.condenser_trainer import (
+    LabelledHop,
+    condensed_facts,
+    split_held_out,
+    reader_examples,
+    stage1_examples,
+    stage2_examples,
+    train_reader,
+    train_stage1,
+    train_stage2,
+)
+from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_tasks.index import GPU_TAG
+from baleen_tasks.reporting import Progress, publish_table, run_logger
+from baleen_tasks.training import publish_trained_model
+
+SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em")
+READER_METRICS = ("reader_correct_gold", "reader_correct_kept")
+
+
+def _passages(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, pids) -> dict[int, PassageSentences]:
+    table = store.passage_sentences(passages, sentences, pids).to_pylist()
+    grouped: dict[int, list[Sentence]] = {}
+    titles: dict[int, str] = {}
+    for row in table:
+        titles[row["pid"]] = row["title"]
+        grouped.setdefault(row["pid"], []).append(Sentence(row["pid"], row["sid"], row["title"], row["text"]))
+    return {pid: PassageSentences(pid, titles[pid], tuple(s)) for pid, s in grouped.items()}
+
+
+def labelled_hops(
+    store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, negatives: int
+) -> list[LabelledHop]:
+    """The label round's hops with the texts the condensers read: the positive passage, the first
+    ``negatives`` hard negatives, the context as gold sentences of earlier positives."""
+    rows = store.read_table(labels, ["uid", "hop", "context_pids", "positive_pid", "negative_pids"]).to_pylist()
+    claim_rows = {c["uid"]: c for c in store.read_table(claims, ["uid", "claim", "label"]).to_pylist()}
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for fact in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
+        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"][:negatives]} | {p for r in rows for p in r["context_pids"]}
+    texts = _passages(store, passages, sentences, needed)
+    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (a passage without text: nothing to score)
+    hops = []
+    for r in rows:
+        claim_gold = frozenset(gold.get(r["uid"], ()))
+        context = tuple(s for pid in r["context_pids"] for s in texts.get(pid, empty(pid)).sentences if s.key in claim_gold)
+        hops.append(
+            LabelledHop(
+                uid=r["uid"],
+                claim=claim_rows[r["uid"]]["claim"],
+                label=claim_rows[r["uid"]]["label"],
+                hop=r["hop"],
+                context=context,
+                positive=texts.get(r["positive_pid"], empty(r["positive_pid"])),
+                negatives=tuple(texts.get(p, empty(p)) for p in r["negative_pids"][:negatives]),
+                gold=claim_gold,
+            )
+        )
+    return hops
+
+
+def gold_claims(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, split: str) -> list[GoldClaim]:
+    """Resolved claims of ``split`` with every sentence of their gold passages."""
+    rows = store.claim_gold(claims, gold_facts, sentences, split).to_pylist()
+    texts = _passages(store, passages, sentences, {r["pid"] for r in rows})
+    by_uid: dict[str, dict] = {}
+    for r in rows:
+        entry = by_uid.setdefault(r["uid"], {"row": r, "pids": [], "gold": set()})
+        if r["pid"] not in entry["pids"]:
+            entry["pids"].append(r["pid"])
+        entry["gold"].add((r["pid"], r["sid"]))
+    return [
+        GoldClaim(uid, e["row"]["claim"], e["row"]["label"], int(e["row"]["num_hops"]), tuple(texts[p] for p in e["pids"] if p in texts), frozenset(e["gold"]))
+        for uid, e in by_uid.items()
+    ]
+
+
+def _train_and_publish(store: ArtifactStore, artifact: str, round_number: int, model: SequenceModel, fit, examples: list, config, meta: dict, title: str, extra: dict | None = None) -> dict[str, ArtifactRef]:
+    """Hold out claims, train with a progress display, publish, drop the epoch checkpoints."""
+    train, validation = split_held_out(examples, config.validation_share, config.seed)
+    work_dir = store.safe_path(f"work/{model.kind}-{meta['fingerprint']}")
+    steps = config.epochs * -(-len(train) // config.batch_size)
+    with Progress(steps, f"{title} ({len(train)} examples, {len(validation)} held out)", unit="step") as progress:
+        last, history = fit(train, validation, work_dir, lambda record: progress.update(1))
+    stats = {"held_out_examples": len(validation), **(extra or {})}
+    outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
+    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
+    return outputs
+
+
+def _reuse(store: ArtifactStore, artifact: str, producer: str, fp: str, force: bool) -> dict[str, ArtifactRef] | None:
+    reused = None if force else store.find_outputs([artifact, "training_steps"], producer, fp)
+    if reused:
+        run_logger().info("%s already trained: reusing run %s", producer, reused[artifact].manifest.run_id)
+    return reused
+
+
+def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> dict:
+    return dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
+
+
+def _layout(condenser: CondenserConfig) -> dict:
+    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"})
+
+
+@task(name="train-stage1", task_run_name="train-condenser-stage1 · round {round_number}", tags=[GPU_TAG])
+def train_condenser_stage1(
+    store_root: str,
+    labels: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    condenser: CondenserConfig,
+    config: Stage1TrainingConfig,
+    round_number: int,
+    run_id: str,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """Condenser stage 1 on one round's hop labels."""
+    store, producer = ArtifactStore(store_root), f"stage1-r{round_number}"
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
+    fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=str(condenser.stage1_checkpoint or condenser.resolved_backbone()), params=params, version=STAGE1_CHECKPOINT.version)
+    if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
+        return reused
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)[: config.max_examples]
+    model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
+    fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
+    meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
+    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, stage1_examples(hops, config), config, meta, f"Condenser stage 1, round-{round_number} labels")
+
+
+@task(name="train-stage2", task_run_name="train-condenser-stage2 · round {round_number}", tags=[GPU_TAG])
+def train_condenser_stage2(
+    store_root: str,
+    labels: ArtifactRef,
+    stage1: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    condenser: CondenserConfig,
+    config: Stage2TrainingConfig,
+    round_number: int,
+    run_id: str,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """Condenser stage 2 on the trained stage 1's candidates for each labelled hop."""
+    store, producer = ArtifactStore(store_root), f"stage2-r{round_number}"
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
+    start = str(condenser.stage2_checkpoint or condenser.resolved_backbone())
+    fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=start, params=params, version=STAGE2_CHECKPOINT.version)
+    if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
+        return reused
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)[: config.max_examples]
+    first = SequenceModel.load("stage1", stage1.path, condenser.device)
+    examples = stage2_examples(first, hops, condenser, config)
+    del first
+    golds = sum(sum(e.gold) for e in examples)
+    model = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
+    fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
+    meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
+    extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}
+    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, examples, config, meta, f"Condenser stage 2, round-{round_number} labels", extra)
+
+
+@task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])
+def train_claim_reader(
+    store_root: str,
+    labels: ArtifactRef,
+    stage1: ArtifactRef,
+    stage2: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    condenser: CondenserConfig,
+    reader: ReaderConfig,
+    config: ReaderTrainingConfig,
+    round_number: int,
+    run_id: str,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """The reader on the condensers' own facts for the training claims and on their gold facts."""
+    store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
+    params = {
+        "round": round_number,
+        "training": config.model_dump(mode="json"),
+        "layout": _layout(condenser),
+        "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+    }
+    start = str(reader.checkpoint or reader.resolved_backbone())
+    fp = fingerprint(step="train_reader", labels=labels.fingerprint, stage1=stage1.fingerprint, stage2=stage2.fingerprint, start=start, params=params, version=READER_CHECKPOINT.version)
+    if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
+        return reused
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)
+    if config.max_examples:
+        keep = set(sorted({h.uid for h in hops})[: config.max_examples])
+        hops = [h for h in hops if h.uid in keep]
+    condensed = None
+    if config.inputs != "gold":
+        first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
+        condensed = condensed_facts(first, second, hops, condenser, config.negative_passages)
+        del first, second
+    examples = reader_examples(hops, condensed, config.inputs)
+    model = SequenceModel.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, config.seed)
+    fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
+    meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint, "stage2": stage2.fingerprint}, params)
+    extra = {"supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4)}
+    if condensed is not None:
+        extra["mean_condensed_facts"] = round(sum(len(v) for v in condensed.values()) / max(1, len(condensed)), 2)
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", extra)
+
+
+@task(name="evaluate-condensers", task_run_name="evaluate-condensers-and-reader · {split}")
+def evaluate_condensers(
+    store_root: str,
+    stage1: ArtifactRef,
+    stage2: ArtifactRef,
+    reader_ref: ArtifactRef | None,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    condenser: CondenserConfig,
+    reader: ReaderConfig,
+    split: str,
+    run_id: str,
+) -> list[dict]:
+    """Stage 1, stage 2 and the reader on the gold passages of ``split`` (retrieval taken out):
+    sentence P/R/F1/EM of the kept facts and reader accuracy, by hop count. Written as a JSON
+    report and a Prefect table."""
+    store = ArtifactStore(store_root)
+    claims_list = gold_claims(store, claims, gold_facts, passages, sentences, split)
+    first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
+    third = SequenceModel.load("reader", reader_ref.path, reader.device) if reader_ref is not None else None
+    rows = evaluate_on_gold_passages(first, second, third, claims_list, condenser, reader)
+    metrics = SENTENCE_METRICS + (READER_METRICS if third is not None else ())
+    summary = summarize_by_hops(rows, metrics)
+    supported = [r["label"] == "SUPPORTED" for r in rows if r["label"] is not None]
+    majority = max(sum(supported), len(supported) - sum(supported)) / max(1, len(supported))
+    for row in summary:
+        row["majority_label_accuracy"] = round(majority, 4) if row["hops"] == "all" else None
+    store.write_report(run_id, f"training/condensers-{split}.json", json.dumps({"summary": summary, "claims": rows}, indent=1))
+    publish_table(key=f"condensers-{split}", table=summary, description=f"Condensers and reader on the gold passages of {split} claims")
+    run_logger().info("condensers on %s gold passages: %s", split, summary[-1])
+    return summary

@@ -1,0 +1,66 @@
+"""Models save and load exactly; inference ranks every sentence, batches do not change scores;
+stage-2 candidates and kept facts follow their documented rules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing.condense import ScoredSentence
+from baleen_core.config import CondenserConfig, ReaderConfig
+from helpers import passage
+
+CONDENSER = CondenserConfig(device="cpu", batch_size=2)
+
+
+def test_checkpoints_round_trip_and_kinds_are_checked(stage1, film, tmp_path):
+    query = [Stage1Query("Who directed Glass Harbour?", (), (film,))]
+    before = [s.score for s in condense_stage1(stage1, query, CONDENSER)[0]]
+    stage1.save(tmp_path / "s1")
+    loaded = SequenceModel.load("stage1", tmp_path / "s1", "cpu")
+    assert [s.score for s in condense_stage1(loaded, query, CONDENSER)[0]] == pytest.approx(before, abs=1e-5)
+    with pytest.raises(ValueError, match="holds a 'stage1' model, not a 'reader'"):
+        SequenceModel.load("reader", tmp_path / "s1", "cpu")
+    with pytest.raises(FileNotFoundError, match="cannot download"):
+        SequenceModel.load("stage2", tmp_path / "missing", "cpu")
+
+
+def test_fresh_heads_are_seeded(backbone):
+    a, b = (SequenceModel.load("stage2", backbone, "cpu", head_seed=3) for _ in range(2))
+    assert torch.equal(a.module.head.weight, b.module.head.weight)
+
+
+def test_stage1_scores_every_sentence_and_batching_changes_nothing(stage1, film):
+    other = passage(2, "Oren Vask", "Oren Vask is a Danish director.", "He was born in Aarhus.")
+    queries = [Stage1Query("Glass Harbour was directed by a Dane", (), (film, other)), Stage1Query("Kelda Marrow", ("X | y.",), (other,))]
+    ranked = condense_stage1(stage1, queries, CONDENSER)
+    assert sorted(s.sentence.key for s in ranked[0]) == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1)]
+    assert [s.score for s in ranked[0]] == sorted((s.score for s in ranked[0]), reverse=True)
+    alone = condense_stage1(stage1, queries[1:], CONDENSER.model_copy(update={"batch_size": 1}))
+    assert [s.score for s in alone[0]] == pytest.approx([s.score for s in ranked[1]], abs=1e-4)
+
+
+def test_stage2_candidates_keep_the_context_then_the_best_new_facts():
+    s = [Sentence(1, i, "T", f"s{i}") for i in range(12)]
+    ranked = [ScoredSentence(x, float(-i)) for i, x in enumerate([s[0], s[5], s[6], s[7], s[8], s[9]])]
+    # context s0 is already known: it is not repeated; 9 in all
+    assert stage2_candidates([s[0], s[1]], ranked, top_facts=4, min_new=1) == [s[0], s[1], s[5], s[6]]
+    # a long context still lets min_new new facts in
+    assert stage2_candidates(s[:5], ranked, top_facts=4, min_new=2) == [*s[:5], s[5], s[6]]
+
+
+def test_kept_facts_are_the_positive_ones_best_first_and_never_none():
+    s = [Sentence(1, i, "T", f"s{i}") for i in range(4)]
+    assert kept_facts(s, [0.5, -1.0, 2.0, 0.1]) == [(s[2], 2.0), (s[0], 0.5), (s[3], 0.1)]
+    assert kept_facts(s, [-0.5, -1.0, -2.0, -0.1]) == [(s[3], -0.1)]
+    assert kept_facts(s, [-0.5, -1.0, -2.0, -0.1], min_kept=0) == []
+
+
+def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
+    stage2 = SequenceModel.load("stage2", backbone, "cpu")
+    reader = SequenceModel.load("reader", backbone, "cpu")
+    scores = condense_stage2(stage2, ["c1", "c2"], [["A | a.", "B | b.", "C | c."], ["D | d."]], CONDENSER)
+    assert [len(x) for x in scores] == [3, 1]
+    probs = read_verdicts(reader, ["c1", "c2", "c3"], [["A | a."], [], ["B | b.", "C | c."]], ReaderConfig(device="cpu"))
+    assert len(probs) == 3 and all(0 < p < 1 for p in probs)

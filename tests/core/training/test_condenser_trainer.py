@@ -1,0 +1,162 @@
+"""Condenser and reader training: losses against hand-worked values, example building, and each
+model learning a made-up task it cannot solve untrained."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, read_verdicts
+from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, default_backbone
+from baleen_core.training.condenser_trainer import (
+    LabelledHop,
+    ReaderExample,
+    Stage2Example,
+    condensed_facts,
+    contrastive_ce,
+    reader_examples,
+    split_held_out,
+    stage1_examples,
+    train_reader,
+    train_stage1,
+    train_stage2,
+)
+from helpers import passage
+
+COLOURS = ["red", "green", "blue", "amber", "violet", "silver", "coral", "olive", "ochre", "teal", "plum", "rust"]
+CONDENSER = CondenserConfig(device="cpu")
+FAST = dict(lr=1e-4, head_lr=3e-3, warmup=0.0, seed=0)
+
+
+def test_contrastive_ce_hand_worked():
+    scores = torch.tensor([2.0, 0.0, 1.0, -1.0])
+    positive = torch.tensor([True, False, True, False])
+    # positive 2.0 against negatives {0, -1}: log(e² + 1 + e⁻¹) − 2; positive 1.0: log(e + 1 + e⁻¹) − 1
+    expected = ((math.log(math.e**2 + 1 + math.e**-1) - 2) + (math.log(math.e + 1 + math.e**-1) - 1)) / 2
+    assert float(contrastive_ce(scores, positive)) == pytest.approx(expected)
+    assert float(contrastive_ce(scores, torch.zeros(4, dtype=torch.bool))) == 0.0
+
+
+def hop(uid: str, hop_number: int, label: str = "SUPPORTED") -> LabelledHop:
+    positive = passage(10 + hop_number, f"Gold{hop_number}", "Filler sentence one.", "The key fact is here.")
+    negative = passage(20 + hop_number, f"Neg{hop_number}", "Another sentence.", "Yet another one.")
+    gold = frozenset({(11, 1), (12, 1)})
+    context = (positive.sentences[1],) if hop_number == 2 else ()
+    return LabelledHop(uid, "A claim.", label, hop_number, context, positive, (negative, negative), gold)
+
+
+def test_stage1_positives_are_the_passage_or_only_its_gold_sentences():
+    hops = [hop("u1", 1)]
+    by_passage = stage1_examples(hops, Stage1TrainingConfig(negative_passages=1, positives="passage"))[0]
+    by_gold = stage1_examples(hops, Stage1TrainingConfig(negative_passages=1, positives="gold_facts"))[0]
+    assert by_passage.positives == {(11, 0), (11, 1)} and by_gold.positives == {(11, 1)}
+    assert [p.pid for p in by_passage.query.passages] == [11, 21]
+
+
+def test_reader_examples_pair_condensed_and_gold_facts_per_claim():
+    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1, "NOT_SUPPORTED"), hop("u3", 1, None)]
+    condensed = {"u1": [Sentence(5, 0, "X", "x.")], "u2": []}
+    both = reader_examples(hops, condensed, "both")
+    assert [(e.uid, e.facts, e.label) for e in both] == [
+        ("u1", ("X | x.",), 1),
+        ("u1", ("Gold1 | The key fact is here.", "Gold2 | The key fact is here."), 1),
+        ("u2", (), 0),
+        ("u2", ("Gold1 | The key fact is here.",), 0),
+    ]  # u3 has no label: not a training claim
+    assert len(reader_examples(hops, condensed, "gold")) == 2
+
+
+def test_held_out_split_keeps_whole_claims_and_is_seeded():
+    examples = [ReaderExample(f"u{i // 3}", "c", (), 0) for i in range(60)]
+    train, validation = split_held_out(examples, 0.1, seed=1)
+    assert len(validation) == 6 and {e.uid for e in train}.isdisjoint({e.uid for e in validation})
+    assert split_held_out(examples, 0.1, seed=1) == (train, validation)
+    assert split_held_out(examples, 0.0, seed=1) == (examples, [])
+
+
+def rule_world(n: int, offset: int = 0):
+    """A made-up rule the backbone cannot know: the fact that matters is the one opening with
+    "Notably,", while another sentence repeats the claim's words (what an untrained model picks)."""
+    rows = []
+    for i in range(offset, offset + n):
+        colour = COLOURS[i % len(COLOURS)]
+        town = f"Zorvik{i}"
+        p = passage(i, town, f"{town} has a harbour.", f"Notably, {town} sits on a {COLOURS[(i + 3) % 12]} hill.", f"{town} flies the {colour} flag in songs.", f"{town} is old.")
+        rows.append((f"{town} flies the {colour} flag.", p))
+    return rows
+
+
+def test_stage1_learns_which_sentence_answers_the_claim(tmp_path):
+    from baleen_core.training.condenser_trainer import Stage1Example
+
+    model = SequenceModel.load("stage1", default_backbone(), "cpu")
+    train = [Stage1Example(f"u{i}", Stage1Query(claim, (), (p,)), frozenset({(p.pid, 1)})) for i, (claim, p) in enumerate(rule_world(24))]
+    test = rule_world(12, offset=100)
+
+    def top1_and_margin():
+        """Share of claims whose top sentence is the gold one; mean gold score minus best other."""
+        ranked = condense_stage1(model, [Stage1Query(c, (), (p,)) for c, p in test], CONDENSER)
+        gold = [next(s.score for s in r if s.sentence.sid == 1) for r in ranked]
+        other = [max(s.score for s in r if s.sentence.sid != 1) for r in ranked]
+        return sum(g > o for g, o in zip(gold, other, strict=True)) / len(test), sum(g - o for g, o in zip(gold, other, strict=True)) / len(test)
+
+    _, margin_before = top1_and_margin()
+    _, history = train_stage1(model, train, [], CONDENSER, Stage1TrainingConfig(epochs=4, batch_size=4, **FAST), tmp_path)
+    assert history[-1]["loss"] < history[0]["loss"]
+    top1, margin = top1_and_margin()
+    assert top1 >= 0.9 and margin > margin_before + 1.0, (top1, margin, margin_before)
+
+
+def test_stage2_learns_to_keep_gold_facts(tmp_path):
+    model = SequenceModel.load("stage2", default_backbone(), "cpu")
+
+    def example(i, claim, p):
+        facts = [s.fact for s in p.sentences]
+        order = [(i + k) % 4 for k in range(4)]  # the gold fact moves around
+        return Stage2Example(f"u{i}", claim, tuple(facts[k] for k in order), tuple(k == 1 for k in order))
+
+    train = [example(i, c, p) for i, (c, p) in enumerate(rule_world(24))]
+    test = [example(i, c, p) for i, (c, p) in enumerate(rule_world(12, offset=100))]
+
+    def top1_and_margin():
+        scores = condense_stage2(model, [e.claim for e in test], [e.facts for e in test], CONDENSER)
+        gold = [sc[e.gold.index(True)] for e, sc in zip(test, scores, strict=True)]
+        other = [max(x for x, g in zip(sc, e.gold, strict=True) if not g) for e, sc in zip(test, scores, strict=True)]
+        return sum(g > o for g, o in zip(gold, other, strict=True)) / len(test), sum(g - o for g, o in zip(gold, other, strict=True)) / len(test)
+
+    _, margin_before = top1_and_margin()
+
+    _, history = train_stage2(model, train, test[:4], CONDENSER, Stage2TrainingConfig(epochs=6, batch_size=4, bce_weight=0.5, **FAST), tmp_path)
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert [h["val_loss"] is not None for h in history].count(True) >= 4  # one per epoch at least
+    top1, margin = top1_and_margin()
+    assert top1 >= 0.9 and margin > margin_before + 1.0, (top1, margin, margin_before)
+
+
+def test_reader_learns_a_label_it_can_only_read_from_the_facts(tmp_path):
+    model = SequenceModel.load("reader", default_backbone(), "cpu")
+
+    def example(i):
+        colour, claimed = COLOURS[i % 12], COLOURS[(i // 2) % 12]
+        fact = f"Zorvik{i} | Zorvik{i} flies a {colour} flag."
+        return ReaderExample(f"u{i}", f"Zorvik{i} flies a {claimed} flag.", (fact,), int(colour == claimed))
+
+    data = [example(i) for i in range(120)]
+    train = [e for e in data if e.uid not in {f"u{i}" for i in range(96, 120)}]
+    test = data[96:]
+    _, history = train_reader(model, train, [], ReaderConfig(device="cpu"), ReaderTrainingConfig(epochs=3, batch_size=8, **FAST), tmp_path)
+    probs = read_verdicts(model, [e.claim for e in test], [e.facts for e in test], ReaderConfig(device="cpu"))
+    accuracy = sum((p > 0.5) == bool(e.label) for p, e in zip(probs, test, strict=True)) / len(test)
+    assert history[-1]["loss"] < history[0]["loss"]
+    assert accuracy >= 0.8
+
+
+def test_condensed_facts_run_hop_by_hop_on_their_own_context():
+    stage1, stage2 = (SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2"))
+    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1)]
+    facts = condensed_facts(stage1, stage2, hops, CondenserConfig(device="cpu", top_facts=3, min_new_facts=1), negative_passages=1)
+    assert set(facts) == {"u1", "u2"}
+    assert all(1 <= len(f) <= 4 for f in facts.values())  # never empty; at most the context plus min_new new facts
+    assert all(s.pid in (11, 12, 21, 22) for f in facts.values() for s in f)
