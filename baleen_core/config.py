@@ -299,3 +299,17 @@ class BaleenConfig(_Strict):
         except FileNotFoundError:
             raise FileNotFoundError(f"config file {path} does not exist") from None
         return cls.model_validate(raw or {})
+
+
+def demo_preset() -> BaleenConfig:
+    """The settings ``baleen demo`` uses when no config is given: the default models on small
+    training budgets, so the whole demo trains on a 2-core CPU in minutes. Real runs (hover-mini,
+    HoVer) use the defaults or their own config."""
+    return BaleenConfig(
+        training=TrainingConfig(
+            flipr=FliprTrainingConfig(epochs=1, batch_size=16),
+            stage1=Stage1TrainingConfig(max_examples=360, negative_passages=1),
+            stage2=Stage2TrainingConfig(max_examples=360, negative_passages=1),
+            reader=ReaderTrainingConfig(max_examples=200, epochs=1, negative_passages=1),
+        )
+    )

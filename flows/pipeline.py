@@ -1,11 +1,15 @@
-"""The end-to-end pipeline. Today: corpus → claims → index → label rounds and FLIPR training;
-the condensers, the reader and evaluation join here as they are built."""
+"""The end-to-end pipeline: corpus → claims → index → label rounds, FLIPR, condensers, reader.
+Evaluation joins here next."""
 
 from __future__ import annotations
 
 from prefect import flow
 
-from baleen_core.config import BaleenConfig
+from pathlib import Path
+
+import yaml
+
+from baleen_core.config import BaleenConfig, demo_preset
 from baleen_core.runtime import baleen_home
 from baleen_flows.index import index_flow
 from baleen_flows.ingest import ingest_flow
@@ -30,6 +34,16 @@ def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool 
 @flow(name="demo", flow_run_name="demo", log_prints=True)
 def demo_flow(config_path: str | None = None, data_dir: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Generate the embedded demo world, then run the pipeline on it."""
+    data_dir = data_dir or str(baleen_home() / "demo-data")
+    if config_path is None:  # small training budgets (baleen_core.config.demo_preset), written where the user can read them
+        config_path = str(write_config(demo_preset(), Path(data_dir) / "demo-config.yaml"))
     config = BaleenConfig.load(config_path)
-    dataset_dir = generate_demo_world(data_dir or str(baleen_home() / "demo-data"), config.demo)
+    dataset_dir = generate_demo_world(data_dir, config.demo)
     return pipeline_flow(dataset_dir, config_path, force)
+
+
+def write_config(config: BaleenConfig, path: Path) -> Path:
+    """The settings that differ from the defaults, as YAML (the store root stays $BALEEN_STORE)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_defaults=True, exclude={"store_root"}), sort_keys=False))
+    return path
