@@ -18,10 +18,9 @@ from typing import Literal
 
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
-from baleen_core.retrieval.modeling import resolve_device
+from baleen_core.retrieval.modeling import load_pretrained, resolve_device
 
 Kind = Literal["stage1", "stage2", "reader"]
 HEAD_FILE = "head.pt"
@@ -65,14 +64,7 @@ class SequenceModel:
             if found != kind:
                 raise ValueError(f"{source} holds a {found!r} model, not a {kind!r} one")
         backbone_dir = source / "backbone" if saved else source
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-            backbone = AutoModel.from_pretrained(str(backbone_dir))
-        except OSError as err:
-            raise FileNotFoundError(
-                f"cannot load a Hugging Face checkpoint from {backbone_dir}: {err}. Point the backbone or checkpoint setting at a "
-                "local checkpoint directory (this machine cannot download models)."
-            ) from err
+        tokenizer, backbone = load_pretrained(backbone_dir, "the condenser/reader backbone or checkpoint setting")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(head_seed)
             module = HeadedEncoder(backbone, 2 if kind == "reader" else 1)

@@ -33,6 +33,18 @@ def resolve_device(preference: str = "auto") -> torch.device:
     return torch.device("cuda")
 
 
+def load_pretrained(directory: str | Path, setting: str) -> tuple:
+    """(tokenizer, model) of a local Hugging Face checkpoint. Never downloads: a missing or
+    broken path fails naming the ``setting`` to fix."""
+    try:
+        return AutoTokenizer.from_pretrained(str(directory)), AutoModel.from_pretrained(str(directory))
+    except OSError as err:
+        raise FileNotFoundError(
+            f"cannot load a Hugging Face checkpoint from {directory}: {err}. Point {setting} at a local checkpoint "
+            "directory (this machine cannot download models)."
+        ) from err
+
+
 class FliprEncoder(nn.Module):
     """Backbone → linear projection (no bias, as ColBERT) → L2 normalisation, per token."""
 
@@ -61,14 +73,7 @@ class Flipr:
         seeded projection. Loading never downloads: a missing path fails with what to fix."""
         source = str(config.checkpoint) if config.checkpoint else config.resolved_backbone()
         backbone_dir = Path(source) / "backbone" if config.checkpoint else source
-        try:
-            hf_tokenizer = AutoTokenizer.from_pretrained(str(backbone_dir))
-            backbone = AutoModel.from_pretrained(str(backbone_dir))
-        except OSError as err:
-            raise FileNotFoundError(
-                f"cannot load a Hugging Face checkpoint from {backbone_dir!s}: {err}. Point retriever.backbone at a "
-                "local checkpoint directory (this machine cannot download models)."
-            ) from err
+        hf_tokenizer, backbone = load_pretrained(backbone_dir, "retriever.backbone")
         tokenizer = FliprTokenizer(
             hf_tokenizer,
             query_maxlen=config.query_maxlen,
