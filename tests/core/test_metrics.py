@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.metrics import set_prf
+from baleen_core.metrics import hover_score, retrieval_at_k, set_prf
 
 
 def test_partial_overlap_hand_worked():
@@ -28,3 +28,22 @@ def test_nothing_predicted_and_no_overlap_score_zero():
 def test_empty_gold_is_refused():
     with pytest.raises(ValueError, match="gold set is empty"):
         set_prf(["a"], [])
+
+
+def test_retrieval_at_k_needs_every_gold_passage_within_k():
+    retrieved = [5, 1, 9, 2, 7]
+    assert retrieval_at_k(retrieved, {1, 2}, 4) == 1.0
+    assert retrieval_at_k(retrieved, {1, 2}, 3) == 0.0  # 2 is fourth
+    assert retrieval_at_k(retrieved, {1, 3}, 100) == 0.0
+
+
+def test_hover_score_hand_worked():
+    gold = {(10, 0), (10, 2), (20, 1)}  # a 2-hop claim: passages 10 and 20
+    sentences = {10: [2, 4, 0], 30: [0, 1], 20: [3, 1]}
+    # first k+1 = 3 passages 10, 30, 20; top-2 sentences: 10→{2, 4}, 20→{3, 1}: both passages covered
+    assert hover_score(True, [10, 30, 20, 40], sentences, gold, 2) == 1.0
+    assert hover_score(False, [10, 30, 20, 40], sentences, gold, 2) == 0.0  # wrong label
+    # passage 20 fourth: beyond k + 1 = 3, so its evidence does not count
+    assert hover_score(True, [10, 30, 40, 20], sentences, gold, 2) == 0.0
+    # 20's gold sentence 1 is third in its ranking: beyond the top 2
+    assert hover_score(True, [10, 20, 30], {10: [2], 20: [3, 0, 1]}, gold, 2) == 0.0
