@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages, summarize_by_hops
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.retrieval import passage_text
+from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
@@ -33,7 +36,7 @@ from baleen_tasks.index import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, run_logger
 from baleen_tasks.training import publish_trained_model
 
-SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em")
+SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em", "all_sentences_f1")
 READER_METRICS = ("reader_correct_gold", "reader_correct_kept")
 
 
@@ -232,6 +235,17 @@ def train_claim_reader(
     return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", extra)
 
 
+def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:
+    """Each claim's gold passages plus the ``n`` best-ranked non-gold passages for the claim by
+    BM25 over the whole corpus (realistic distractors: they share the claim's words)."""
+    corpus = store.passage_texts(passages, sentences)
+    pids = corpus.column("pid").to_pylist()
+    bm25 = Bm25Retriever(pids, [passage_text(t, x) for t, x in zip(corpus.column("title").to_pylist(), corpus.column("text").to_pylist(), strict=True)])
+    chosen = [[pid for pid, _ in bm25.rank(c.claim, [], n, {p.pid for p in c.passages})] for c in claims]
+    texts = _passages(store, passages, sentences, {pid for ids in chosen for pid in ids})
+    return [replace(c, passages=c.passages + tuple(texts[pid] for pid in ids if pid in texts)) for c, ids in zip(claims, chosen, strict=True)]
+
+
 @task(name="evaluate-condensers", task_run_name="evaluate-condensers-and-reader · {split}")
 def evaluate_condensers(
     store_root: str,
@@ -246,22 +260,27 @@ def evaluate_condensers(
     reader: ReaderConfig,
     split: str,
     run_id: str,
+    distractors: int = 4,
 ) -> list[dict]:
-    """Stage 1, stage 2 and the reader on the gold passages of ``split`` (retrieval taken out):
-    sentence P/R/F1/EM of the kept facts and reader accuracy, by hop count. Written as a JSON
-    report and a Prefect table."""
+    """Stage 1, stage 2 and the reader on the gold passages of ``split`` (retrieval taken out),
+    alone and mixed with ``distractors`` BM25 distractors per claim: sentence P/R/F1/EM of the
+    kept facts and reader accuracy, by hop count. Written as a JSON report and a Prefect table."""
     store = ArtifactStore(store_root)
-    claims_list = gold_claims(store, claims, gold_facts, passages, sentences, split)
+    settings = {"gold passages": gold_claims(store, claims, gold_facts, passages, sentences, split)}
+    if distractors:
+        settings[f"gold + {distractors} BM25 distractors"] = with_bm25_distractors(store, passages, sentences, settings["gold passages"], distractors)
     first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
     third = SequenceModel.load("reader", reader_ref.path, reader.device) if reader_ref is not None else None
-    rows = evaluate_on_gold_passages(first, second, third, claims_list, condenser, reader)
     metrics = SENTENCE_METRICS + (READER_METRICS if third is not None else ())
-    summary = summarize_by_hops(rows, metrics)
-    supported = [r["label"] == "SUPPORTED" for r in rows if r["label"] is not None]
-    majority = max(sum(supported), len(supported) - sum(supported)) / max(1, len(supported))
-    for row in summary:
-        row["majority_label_accuracy"] = round(majority, 4) if row["hops"] == "all" else None
-    store.write_report(run_id, f"training/condensers-{split}.json", json.dumps({"summary": summary, "claims": rows}, indent=1))
+    summary, per_claim = [], {}
+    for setting, claims_list in settings.items():
+        rows = evaluate_on_gold_passages(first, second, third, claims_list, condenser, reader)
+        per_claim[setting] = rows
+        supported = [r["label"] == "SUPPORTED" for r in rows if r["label"] is not None]
+        majority = max(sum(supported), len(supported) - sum(supported)) / max(1, len(supported))
+        for row in summarize_by_hops(rows, metrics):
+            summary.append({"setting": setting, **row, "majority_label_accuracy": round(majority, 4) if row["hops"] == "all" else None})
+    store.write_report(run_id, f"training/condensers-{split}.json", json.dumps({"summary": summary, "claims": per_claim}, indent=1))
     publish_table(key=f"condensers-{split}", table=summary, description=f"Condensers and reader on the gold passages of {split} claims")
-    run_logger().info("condensers on %s gold passages: %s", split, summary[-1])
+    run_logger().info("condensers on %s: %s", split, [row for row in summary if row["hops"] == "all"])
     return summary

@@ -1,10 +1,12 @@
-"""How well the condensers and the reader do when retrieval is perfect.
+"""How well the condensers and the reader do when retrieval is (nearly) perfect.
 
-Given a claim's gold passages (all their sentences) and no context, stage 1 ranks the sentences,
-stage 2 reads the best ``top_facts`` and keeps those scoring above 0; the kept set is compared with
-the gold facts (HoVer's sentence precision/recall/F1/EM). The reader then labels the claim twice:
-from the gold facts and from the kept facts. This isolates the condensers and the reader from the
-retriever; the full multi-hop evaluation is the engine's.
+Given a claim's gold passages (all their sentences), optionally mixed with distractor passages,
+and no context, stage 1 ranks the sentences, stage 2 reads the best ``top_facts`` and keeps those
+scoring above 0; the kept set is compared with the gold facts (HoVer's sentence
+precision/recall/F1/EM). ``all_sentences_f1`` is the baseline of keeping every sentence given,
+which shows how much there was to filter. The reader then labels the claim twice: from the gold
+facts and from the kept facts. This isolates the condensers and the reader from the retriever;
+the full multi-hop evaluation is the engine's.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def evaluate_on_gold_passages(
     rows = []
     for claim, cands, facts in zip(claims, candidates, kept, strict=True):
         sentence = set_prf((s.key for s in facts), claim.gold)
+        everything = set_prf((s.key for p in claim.passages for s in p.sentences), claim.gold)
         rows.append(
             {
                 "uid": claim.uid,
@@ -52,6 +55,7 @@ def evaluate_on_gold_passages(
                 "sentence_recall": sentence.recall,
                 "sentence_f1": sentence.f1,
                 "sentence_em": sentence.em,
+                "all_sentences_f1": everything.f1,
             }
         )
     if reader is not None:
