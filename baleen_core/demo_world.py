@@ -190,7 +190,7 @@ class DemoWorld:
     def _write_novel(self, e: Entity) -> None:
         author = e.rel["author"]
         e.sentences = [f"{e.name.split(' (')[0]} is a {e.attrs['year']} novel by {author.name}.",
-                       "It follows two siblings across a long winter.", f"It is unrelated to the film of the same name."]
+                       "It follows two siblings across a long winter.", "It is unrelated to the film of the same name."]
 
     # ---- claims --------------------------------------------------------------------------------
     # A chain: start entity, then relations; the claim names only the start entity.
