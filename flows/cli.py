@@ -120,7 +120,7 @@ def index(
 
 @app.command()
 def train(store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
-    """Training flow: latent hop ordering rounds and FLIPR training on the newest claims and index."""
+    """Training flow: latent hop ordering rounds, FLIPR, the condensers and the reader, on the newest claims and index."""
     _use_store(store)
     from baleen_flows.training import training_flow
 
