@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, read_verdicts
 from baleen_core.config import CondenserConfig, ReaderConfig
 
 
@@ -80,17 +80,14 @@ def verify_claims(
         facts = {c.uid: [s for s, _ in context[c.uid]] for c in active}
         retrieved = [retriever.rank(c.claim, [s.fact for s in facts[c.uid]], k, used[c.uid]) for c in active]
         texts = passages_of({pid for ranked in retrieved for pid, _ in ranked})
-        queries = [Stage1Query(c.claim, tuple(s.fact for s in facts[c.uid]), tuple(texts[pid] for pid, _ in r if pid in texts)) for c, r in zip(active, retrieved, strict=True)]
-        ranked = condense_stage1(stage1, queries, condenser)
-        candidates = [stage2_candidates(facts[c.uid], r, condenser.top_facts, condenser.min_new_facts) for c, r in zip(active, ranked, strict=True)]
-        scores = condense_stage2(stage2, [c.claim for c in active], [[s.fact for s in cands] for cands in candidates], condenser)
-        for c, r, cands, sc, stage1_ranked in zip(active, retrieved, candidates, scores, ranked, strict=True):
-            kept = kept_facts(cands, sc)
-            stage1_score = {s.sentence.key: s.score for s in stage1_ranked}
+        passages = [[texts[pid] for pid, _ in r if pid in texts] for r in retrieved]
+        condensed = condense_hop(stage1, stage2, [c.claim for c in active], [facts[c.uid] for c in active], passages, condenser)
+        for c, r, result in zip(active, retrieved, condensed, strict=True):
+            stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[c.uid]}
-            new = [(s, stage1_score[s.key]) for s in cands if s.key not in known]
-            traces[c.uid].append(HopTrace(hop, list(r), new, kept))
-            context[c.uid] = kept
+            new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
+            traces[c.uid].append(HopTrace(hop, list(r), new, result.kept))
+            context[c.uid] = result.kept
             used[c.uid].update(pid for pid, _ in r)
         if on_hop is not None:
             on_hop(hop, len(active))

@@ -13,7 +13,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    and from the kept facts.
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16]
-        [--condenser-hops 1000] [--reader-claims 500] [--negative-passages 1]
+        [--rounds 2] [--condenser-hops 1000] [--reader-claims 500] [--negative-passages 1]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 """
@@ -35,6 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
     parser.add_argument("--work", type=Path, default=None, help="working directory (kept; default: a temp dir)")
+    parser.add_argument("--rounds", type=int, default=2, help="label rounds (round 0 BM25, then one per trained FLIPR)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--condenser-hops", type=int, default=1000, help="labelled hops stage 1 and stage 2 train on (CPU budget); 0 = all")
@@ -61,7 +62,7 @@ def main() -> None:
 
     config_path = work / "training.yaml"
     config_path.write_text(
-        f"store_root: {work / 'store'}\nlabels: {{rounds: 2, round0: bm25, depth: 100}}\n"
+        f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n"
         f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}}},\n"
         f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.03}},\n"
         f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.03}},\n"

@@ -51,11 +51,23 @@ def _passages(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRe
 
 
 def labelled_hops(
-    store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, negatives: int
+    store: ArtifactStore,
+    labels: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    negatives: int,
+    max_hops: int | None = None,
+    max_claims: int | None = None,
 ) -> list[LabelledHop]:
     """The label round's hops with the texts the condensers read: the positive passage, the first
-    ``negatives`` hard negatives, the context as gold sentences of earlier positives."""
-    rows = store.read_table(labels, ["uid", "hop", "context_pids", "positive_pid", "negative_pids"]).to_pylist()
+    ``negatives`` hard negatives, the context as gold sentences of earlier positives. Only the
+    first ``max_hops`` rows, or the hops of the first ``max_claims`` claims by uid, are read in full."""
+    rows = store.read_table(labels, ["uid", "hop", "context_pids", "positive_pid", "negative_pids"]).to_pylist()[:max_hops]
+    if max_claims is not None:
+        keep = set(sorted({r["uid"] for r in rows})[:max_claims])
+        rows = [r for r in rows if r["uid"] in keep]
     claim_rows = {c["uid"]: c for c in store.read_table(claims, ["uid", "claim", "label"]).to_pylist()}
     gold: dict[str, set[tuple[int, int]]] = {}
     for fact in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
@@ -146,7 +158,7 @@ def train_condenser_stage1(
     fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=str(condenser.stage1_checkpoint or condenser.resolved_backbone()), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)[: config.max_examples]
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
@@ -175,7 +187,7 @@ def train_condenser_stage2(
     fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=start, params=params, version=STAGE2_CHECKPOINT.version)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)[: config.max_examples]
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     first = SequenceModel.load("stage1", stage1.path, condenser.device)
     examples = stage2_examples(first, hops, condenser, config)
     del first
@@ -216,10 +228,7 @@ def train_claim_reader(
     fp = fingerprint(step="train_reader", labels=labels.fingerprint, stage1=stage1.fingerprint, stage2=stage2.fingerprint, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages)
-    if config.max_examples:
-        keep = set(sorted({h.uid for h in hops})[: config.max_examples])
-        hops = [h for h in hops if h.uid in keep]
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_claims=config.max_examples)
     condensed = None
     if config.inputs != "gold":
         first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))

@@ -8,6 +8,8 @@ Every function takes many queries at once, so the encoder sees full, length-sort
   facts, ``top_facts`` in all (Baleen: 9) but never fewer than ``min_new`` new ones.
 - :func:`condense_stage2` scores each query's candidate facts jointly; facts with a positive
   score are the ones kept, and always the best one (:func:`kept_facts`).
+- :func:`condense_hop` chains the three for one hop of many claims (what the engine, the reader's
+  training facts and the evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
 """
 
@@ -77,6 +79,30 @@ def kept_facts(candidates: Sequence[Sentence], scores: Sequence[float], min_kept
     never right; the context for the next hop is never empty either)."""
     ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1])
     return [pair for i, pair in enumerate(ranked) if pair[1] > 0 or i < min_kept]
+
+
+@dataclass
+class CondensedHop:
+    ranked: list[ScoredSentence]  # stage 1, every sentence of the hop's passages, best first
+    candidates: list[Sentence]  # what stage 2 read: the context, then the best new facts
+    kept: list[tuple[Sentence, float]]  # stage 2's kept facts with their scores, best first
+
+
+def condense_hop(
+    stage1: SequenceModel,
+    stage2: SequenceModel,
+    claims: Sequence[str],
+    contexts: Sequence[Sequence[Sentence]],
+    passages: Sequence[Sequence[PassageSentences]],
+    config: CondenserConfig,
+) -> list[CondensedHop]:
+    """One hop for many claims: stage 1 over each claim's passages given its context, stage 2
+    over the context plus the best new facts, the kept facts."""
+    queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
+    ranked = condense_stage1(stage1, queries, config)
+    candidates = [stage2_candidates(ctx, r, config.top_facts, config.min_new_facts) for ctx, r in zip(contexts, ranked, strict=True)]
+    scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
+    return [CondensedHop(r, cands, kept_facts(cands, sc)) for r, cands, sc in zip(ranked, candidates, scores, strict=True)]
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.condense import Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing.condense import condense_hop, read_verdicts
 from baleen_core.condensing.layouts import PassageSentences
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig
@@ -36,10 +36,9 @@ def evaluate_on_gold_passages(
 ) -> list[dict]:
     """One row per claim: stage-1 recall of gold facts in its top ``top_facts``, the kept facts'
     sentence P/R/F1/EM, and the reader's P(SUPPORTED) from gold and from kept facts."""
-    ranked = condense_stage1(stage1, [Stage1Query(c.claim, (), c.passages) for c in claims], condenser)
-    candidates = [stage2_candidates([], r, condenser.top_facts, condenser.min_new_facts) for r in ranked]
-    scores = condense_stage2(stage2, [c.claim for c in claims], [[s.fact for s in cands] for cands in candidates], condenser)
-    kept = [[s for s, _ in kept_facts(cands, sc)] for cands, sc in zip(candidates, scores, strict=True)]
+    hops = condense_hop(stage1, stage2, [c.claim for c in claims], [[] for _ in claims], [c.passages for c in claims], condenser)
+    candidates = [h.candidates for h in hops]
+    kept = [[s for s, _ in h.kept] for h in hops]
     rows = []
     for claim, cands, facts in zip(claims, candidates, kept, strict=True):
         sentence = set_prf((s.key for s in facts), claim.gold)

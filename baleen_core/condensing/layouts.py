@@ -132,6 +132,13 @@ def stage1_windows(
     return windows
 
 
+def _claim_prefix(tokenizer, claim: str, facts: Sequence[str], claim_maxlen: int, ids: dict[str, list[int]] | None):
+    """Special ids, the ids of claim and facts, and ``[CLS] claim [SEP]`` (stage 2 and the reader)."""
+    special = SpecialIds(tokenizer)
+    ids = ids if ids is not None else token_ids(tokenizer, [claim, *facts])
+    return special, ids, [special.cls, *ids[claim][:claim_maxlen], special.sep]
+
+
 def _fact_budget(n_facts: int, room: int, fact_maxlen: int) -> int:
     return max(1, min(fact_maxlen, room // max(1, n_facts) - 1))
 
@@ -140,9 +147,7 @@ def stage2_window(
     tokenizer: PreTrainedTokenizerBase, claim: str, facts: Sequence[str], claim_maxlen: int, fact_maxlen: int, maxlen: int, ids: dict[str, list[int]] | None = None
 ) -> Window:
     """One input scoring every fact (item i = fact i) from the [MASK] in front of it."""
-    special = SpecialIds(tokenizer)
-    ids = ids if ids is not None else token_ids(tokenizer, [claim, *facts])
-    input_ids = [special.cls, *ids[claim][:claim_maxlen], special.sep]
+    special, ids, input_ids = _claim_prefix(tokenizer, claim, facts, claim_maxlen, ids)
     budget = _fact_budget(len(facts), maxlen - len(input_ids) - 1, fact_maxlen)
     positions = []
     for fact in facts:
@@ -155,9 +160,7 @@ def reader_window(
     tokenizer: PreTrainedTokenizerBase, claim: str, facts: Sequence[str], claim_maxlen: int, fact_maxlen: int, maxlen: int, ids: dict[str, list[int]] | None = None
 ) -> Window:
     """One input scored from [CLS] (item 0)."""
-    special = SpecialIds(tokenizer)
-    ids = ids if ids is not None else token_ids(tokenizer, [claim, *facts])
-    input_ids = [special.cls, *ids[claim][:claim_maxlen], special.sep]
+    special, ids, input_ids = _claim_prefix(tokenizer, claim, facts, claim_maxlen, ids)
     budget = _fact_budget(len(facts), maxlen - len(input_ids), fact_maxlen)
     for fact in facts:
         input_ids += [*ids[fact][:budget], special.sep]

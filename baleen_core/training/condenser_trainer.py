@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from baleen_core.condensing.condense import Stage1Query, condense_stage1, condense_stage2, kept_facts, stage1_inputs, stage2_candidates
+from baleen_core.condensing.condense import Stage1Query, condense_hop, condense_stage1, stage1_inputs, stage2_candidates
 from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window, token_ids
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
@@ -150,11 +150,10 @@ def condensed_facts(stage1: SequenceModel, stage2: SequenceModel, hops: Sequence
     context: dict[str, list[Sentence]] = {uid: [] for uid in by_claim}
     for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
         now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
-        ranked = condense_stage1(stage1, [hop.stage1_query(negative_passages, context[hop.uid]) for hop in now], condenser)
-        candidates = [stage2_candidates(context[hop.uid], r, condenser.top_facts, condenser.min_new_facts) for hop, r in zip(now, ranked, strict=True)]
-        scores = condense_stage2(stage2, [hop.claim for hop in now], [[s.fact for s in c] for c in candidates], condenser)
-        for hop, cands, s in zip(now, candidates, scores, strict=True):
-            context[hop.uid] = [fact for fact, _ in kept_facts(cands, s)]
+        passages = [(hop.positive, *hop.negatives[:negative_passages]) for hop in now]
+        condensed = condense_hop(stage1, stage2, [hop.claim for hop in now], [context[hop.uid] for hop in now], passages, condenser)
+        for hop, result in zip(now, condensed, strict=True):
+            context[hop.uid] = [fact for fact, _ in result.kept]
     return context
 
 

@@ -95,6 +95,7 @@ def train_epochs(
     scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
     history: list[dict] = []
     start_epoch = 0
+    torch.manual_seed(config.seed)  # dropout: a rerun gives the same model (a resume restores the RNG state instead)
     if done := checkpoints(work_dir):
         start_epoch, history = _resume(model, optimizer, scheduler, scaler, done[-1])
     if start_epoch >= config.epochs:
