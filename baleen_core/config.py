@@ -265,6 +265,31 @@ class ReaderConfig(_Strict):
         return self.backbone or default_backbone()
 
 
+SystemName = Literal["baleen", "bm25-multihop", "colbert-full", "single-hop", "untrained-flipr"]
+
+#: What each evaluated system changes against the full system (``baleen``), for reports.
+SYSTEMS: dict[str, str] = {
+    "baleen": "trained FLIPR (focused scoring) + trained condensers + reader, hop by hop",
+    "bm25-multihop": "BM25 instead of FLIPR, same condensers and reader (isolates the retriever)",
+    "colbert-full": "trained FLIPR scored with every query position, ColBERT-style (isolates focused scoring)",
+    "single-hop": "one retrieval of 25 × H passages from the claim alone, one condensing pass (isolates multi-hop)",
+    "untrained-flipr": "the untrained backbone's FLIPR index, same condensers and reader (isolates retriever training)",
+}
+
+
+class EvaluationConfig(_Strict):
+    """The HoVer evaluation: which claims, which systems, how many hops, how the report is made."""
+
+    split: Literal["train", "dev", "test"] = Field(default="dev", description="Claims evaluated (never tune on them).")
+    systems: list[SystemName] = Field(default_factory=lambda: list(SYSTEMS), description="Systems run on the same claims and corpus.")
+    hops: int | None = Field(default=None, ge=1, le=8, description="Hops per claim; None = the claim's num_hops (as the papers).")
+    k: int = Field(default=25, ge=1, description="Passages retrieved per hop.")
+    max_claims: int | None = Field(default=None, ge=1, description="Evaluate only the first N claims by uid (smoke runs).")
+    bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals.")
+    seed: int = 0
+    worst_claims: int = Field(default=5, ge=0, description="HTML traces written for the full system's worst claims.")
+
+
 def default_store_root() -> Path:
     """$BALEEN_STORE, else <baleen home>/store."""
     env = os.environ.get("BALEEN_STORE")
@@ -282,6 +307,7 @@ class BaleenConfig(_Strict):
     condenser: CondenserConfig = CondenserConfig()
     reader: ReaderConfig = ReaderConfig()
     training: TrainingConfig = TrainingConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
 
     @field_validator("store_root")
     @classmethod
@@ -303,9 +329,12 @@ class BaleenConfig(_Strict):
 
 def demo_preset() -> BaleenConfig:
     """The settings ``baleen demo`` uses when no config is given: the default models on small
-    training budgets, so the whole demo trains on a 2-core CPU in minutes. Real runs (hover-mini,
+    training budgets, one label round, and an evaluation of 30 dev claims, so the whole demo
+    trains and evaluates on a 2-core CPU in about 10 minutes. Real runs (hover-mini,
     HoVer) use the defaults or their own config."""
     return BaleenConfig(
+        labels=LabelConfig(rounds=1),  # on 300 training claims a second round memorises them (README)
+        evaluation=EvaluationConfig(max_claims=30),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=360, negative_passages=1),

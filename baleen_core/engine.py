@@ -10,8 +10,18 @@ For each claim and hop 1..H (H = the claim's ``num_hops`` unless ``hops`` fixes 
 4. the kept facts, best first, are the next hop's context (stage 2 may drop an earlier fact).
 
 After the last hop the reader gives P(SUPPORTED) from claim + the final facts. All claims at the
-same hop are condensed in one batched call. Claims longer than the query budget are cut by the
-tokenizers (FLIPR keeps the first ``query_maxlen`` claim tokens), never dropped.
+same hop are condensed in one batched call.
+
+Edge cases, decided:
+
+- *No fact scores above 0 at stage 2*: the best one is kept anyway (:func:`kept_facts`), because
+  every HoVer claim has evidence and the next hop needs a context to move on.
+- *A passage reappears*: it cannot; retrieval excludes every passage an earlier hop retrieved.
+  When the corpus runs out, a hop simply gets fewer (or no) passages.
+- *A claim longer than the query budget*: the tokenizers cut it (FLIPR keeps the first
+  ``query_maxlen`` claim tokens, the condensers ``claim_maxlen``); it is never dropped.
+- *Single-hop* (``single_hop=True``, a baseline): one retrieval of ``k × H`` passages from the
+  claim alone, one condensing pass, then the reader.
 """
 
 from __future__ import annotations
@@ -25,8 +35,10 @@ from baleen_core.config import CondenserConfig, ReaderConfig
 
 
 class Retriever(Protocol):
-    def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
-        """The top ``depth`` passages as (pid, score), best first, skipping ``exclude``."""
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]]
+    ) -> list[list[tuple[int, float]]]:
+        """Per query, the top ``depths[i]`` passages as (pid, score), best first, skipping ``excludes[i]``."""
 
 
 @dataclass(frozen=True)
@@ -69,16 +81,21 @@ def verify_claims(
     k: int = 25,
     hops: int | None = None,
     on_hop: Callable[[int, int], None] | None = None,
+    single_hop: bool = False,
 ) -> list[Verdict]:
-    """Run the hop loop over ``claims`` and read a verdict for each (see the module docstring)."""
+    """Run the hop loop over ``claims`` and read a verdict for each (see the module docstring).
+    ``on_hop(hop, claims)`` is called after each hop with the number of claims it advanced."""
     budget = {c.uid: hops or c.num_hops for c in claims}
+    depth = {c.uid: k * budget[c.uid] if single_hop else k for c in claims}
+    if single_hop:
+        budget = dict.fromkeys(budget, 1)
     context: dict[str, list[tuple[Sentence, float]]] = {c.uid: [] for c in claims}
     used: dict[str, set[int]] = {c.uid: set() for c in claims}
     traces: dict[str, list[HopTrace]] = {c.uid: [] for c in claims}
     for hop in range(1, max(budget.values(), default=0) + 1):
         active = [c for c in claims if budget[c.uid] >= hop]
         facts = {c.uid: [s for s, _ in context[c.uid]] for c in active}
-        retrieved = [retriever.rank(c.claim, [s.fact for s in facts[c.uid]], k, used[c.uid]) for c in active]
+        retrieved = retriever.rank_batch([c.claim for c in active], [[s.fact for s in facts[c.uid]] for c in active], [depth[c.uid] for c in active], [used[c.uid] for c in active])
         texts = passages_of({pid for ranked in retrieved for pid, _ in ranked})
         passages = [[texts[pid] for pid, _ in r if pid in texts] for r in retrieved]
         condensed = condense_hop(stage1, stage2, [c.claim for c in active], [facts[c.uid] for c in active], passages, condenser)

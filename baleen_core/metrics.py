@@ -5,6 +5,8 @@
   pids the passage metric. Nothing predicted gives precision 0; an empty gold set is refused.
 - ``retrieval_at_k``: all gold passages among the first k retrieved.
 - ``hover_score``: label right and evidence from every gold passage, as HoVer counts it.
+- ``score_claim``: all of them for one claim the engine verified; ``summarize_metrics`` averages
+  them by hop count with percentile-bootstrap confidence intervals (``bootstrap_ci``).
 """
 
 from __future__ import annotations
@@ -57,3 +59,100 @@ def hover_score(
     for pid, sid in gold:
         needed.setdefault(pid, set()).add(sid)
     return float(all(any((pid, sid) in counted for sid in sids) for pid, sids in needed.items()))
+
+
+def evidence_ranking(facts: Sequence[tuple[int, int]]) -> tuple[list[int], dict[int, list[int]]]:
+    """The passages and sentences of a ranked fact list (best first), as :func:`hover_score` reads
+    them: passages in the order of their best fact, and each passage's sentences in fact order."""
+    passages: list[int] = []
+    sentences: dict[int, list[int]] = {}
+    for pid, sid in facts:
+        if pid not in sentences:
+            passages.append(pid)
+            sentences[pid] = []
+        sentences[pid].append(sid)
+    return passages, sentences
+
+
+#: Every per-claim metric :func:`score_claim` returns, in report order.
+CLAIM_METRICS = (
+    "passage_em",
+    "passage_f1",
+    "sentence_em",
+    "sentence_f1",
+    "retrieval_at_hops",
+    "retrieval_at_100",
+    "label_accuracy",
+    "hover_score",
+)
+
+
+def score_claim(
+    facts: Sequence[tuple[int, int]],
+    retrieved: Sequence[int],
+    gold: Iterable[tuple[int, int]],
+    num_hops: int,
+    predicted_label: str,
+    gold_label: str | None,
+    k_per_hop: int = 25,
+) -> dict[str, float | None]:
+    """HoVer's metrics for one claim from what the engine produced.
+
+    ``facts`` are the final (pid, sid) facts, best first; ``retrieved`` every passage retrieved, in
+    hop then rank order; ``gold`` the claim's (pid, sid) supporting facts. The passage metrics
+    compare the passages of the final facts with the gold passages, the sentence metrics the facts
+    with the gold facts. ``retrieval_at_hops`` is Retrieval@(k_per_hop × num_hops). With no gold
+    label (a test split) the label metrics are None."""
+    gold = set(gold)
+    gold_pids = {pid for pid, _ in gold}
+    passage = set_prf({pid for pid, _ in facts}, gold_pids)
+    sentence = set_prf(facts, gold)
+    correct = None if gold_label is None else predicted_label == gold_label
+    ranked_passages, ranked_sentences = evidence_ranking(facts)
+    return {
+        "passage_precision": passage.precision,
+        "passage_recall": passage.recall,
+        "passage_f1": passage.f1,
+        "passage_em": passage.em,
+        "sentence_precision": sentence.precision,
+        "sentence_recall": sentence.recall,
+        "sentence_f1": sentence.f1,
+        "sentence_em": sentence.em,
+        "retrieval_at_hops": retrieval_at_k(retrieved, gold_pids, k_per_hop * num_hops),
+        "retrieval_at_100": retrieval_at_k(retrieved, gold_pids, 100),
+        "label_accuracy": None if correct is None else float(correct),
+        "hover_score": None if correct is None else hover_score(correct, ranked_passages, ranked_sentences, gold, num_hops),
+    }
+
+
+def bootstrap_ci(values: Sequence[float], samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean: resample the claims with
+    replacement ``samples`` times (seeded, so a report is reproducible)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    if len(data) == 0:
+        raise ValueError("no values to bootstrap")
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(samples, len(data)))].mean(axis=1)
+    tail = (1 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def summarize_metrics(rows: Sequence[Mapping], metrics: Sequence[str], samples: int = 1000, seed: int = 0) -> list[dict]:
+    """Mean and bootstrap 95% interval of each metric per hop count ("2", "3", "4") and over all
+    claims ("all"); rows need ``num_hops`` and the metrics (None values are skipped)."""
+    out = []
+    for hops in [*sorted({r["num_hops"] for r in rows}), "all"]:
+        chosen = [r for r in rows if hops == "all" or r["num_hops"] == hops]
+        summary: dict = {"hops": str(hops), "claims": len(chosen)}
+        for metric in metrics:
+            values = [float(r[metric]) for r in chosen if r.get(metric) is not None]
+            if values:
+                low, high = bootstrap_ci(values, samples, seed)
+                summary[metric] = sum(values) / len(values)
+                summary[f"{metric}_ci"] = (low, high)
+            else:
+                summary[metric], summary[f"{metric}_ci"] = None, None
+        out.append(summary)
+    return out

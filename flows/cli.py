@@ -171,6 +171,109 @@ def search(
             typer.echo(f"       exact FLIPR score of the re-encoded passage: {score:.3f}")
 
 
+@app.command()
+def evaluate(store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
+    """Evaluation flow: every system verifies the evaluation split's claims; metrics, plots and a report."""
+    _use_store(store)
+    from baleen_flows.evaluation import evaluation_flow
+
+    _report(evaluation_flow(_config_arg(config), None, force))
+
+
+SystemOption = Annotated[str, typer.Option("--system", help="baleen, bm25-multihop, colbert-full, single-hop or untrained-flipr.")]
+
+
+def _evaluation_setup(config: Optional[Path], system: str):
+    """Config, store, the trained models and the corpus they index; exits with what to run when missing."""
+    from baleen_core.config import SYSTEMS, BaleenConfig
+    from baleen_flows.evaluation import trained_models
+    from baleen_storage import ArtifactStore, StoreError
+    from baleen_storage.indexes import index_passages_ref
+
+    if system not in SYSTEMS:
+        typer.echo(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}", err=True)
+        raise typer.Exit(2)
+    cfg = BaleenConfig.load(_config_arg(config))
+    db = ArtifactStore(cfg.store_root)
+    try:
+        models = trained_models(db)
+        passages, sentences = index_passages_ref(db, models["index"])
+    except StoreError as err:
+        typer.echo(f"{err}", err=True)
+        raise typer.Exit(2) from None
+    return cfg, db, models, passages, sentences
+
+
+@app.command()
+def verify(
+    claim: Annotated[str, typer.Argument(help="The claim to verify.")],
+    hops: Annotated[int, typer.Option(help="Hops to run (HoVer claims need 2 to 4).")] = 2,
+    system: SystemOption = "baleen",
+    shown: Annotated[int, typer.Option("--show", help="Retrieved passages shown per hop.")] = 5,
+    store: StoreOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Verify one claim with the newest trained models and print the hop-by-hop trace."""
+    _use_store(store)
+    from baleen_core.condensing import READER_LABELS, SequenceModel
+    from baleen_core.engine import ClaimInput, verify_claims
+    from baleen_tasks.condensing import passages_by_pid
+    from baleen_tasks.evaluation import system_retriever
+
+    cfg, db, models, passages, sentences = _evaluation_setup(config, system)
+    retriever = system_retriever(db, system, cfg, models, passages, sentences)
+    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
+    texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731
+    verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
+    titles = {pid: p.title for pid, p in texts({pid for h in verdict.hops for pid, _ in h.retrieved}).items()}
+    for h in verdict.hops:
+        typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages retrieved")
+        for rank, (pid, score) in enumerate(h.retrieved[:shown], 1):
+            typer.echo(f"  {rank:>3}. {score:8.3f}  {titles.get(pid, pid)}")
+        typer.echo("  stage 1 put forward: " + (" · ".join(f"{s.title} [{s.sid}] {x:.2f}" for s, x in h.stage1_top) or "nothing new"))
+        typer.echo("  stage 2 kept:")
+        for s, x in h.kept:
+            typer.echo(f"    {x:7.3f}  {_cut(s.fact, 100)}")
+    label = READER_LABELS[int(verdict.prob_supported > 0.5)]
+    typer.echo(f"verdict: {label} (P(SUPPORTED) = {verdict.prob_supported:.3f}) from {len(verdict.facts)} fact(s)")
+
+
+@app.command()
+def explain(
+    uid: Annotated[str, typer.Argument(help="uid of an evaluated claim.")],
+    system: SystemOption = "baleen",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: ./baleen-<system>-<uid>.html).")] = None,
+    store: StoreOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Write a self-contained HTML page for one evaluated claim: hops, passages, facts, FLIPR token matches, gold marked."""
+    _use_store(store)
+    from baleen_core.trace_html import render_claim_html
+    from baleen_storage import StoreError
+    from baleen_tasks.evaluation import claim_trace, eval_producer, system_retriever
+
+    cfg, db, models, passages, sentences = _evaluation_setup(config, system)
+    try:
+        predictions = db.latest("predictions", eval_producer(system))
+        run, producer = predictions.manifest.run_id, predictions.manifest.producer
+        outputs = {"predictions": predictions, "hop_traces": db.get("hop_traces", run, producer)}
+        outputs.update({"claim_metrics": m for m in db.refs("claim_metrics", producer) if m.manifest.run_id == run})
+        claims = db.latest("claims", "claims")
+        gold_facts = db.get("gold_facts", claims.manifest.run_id, "claims")
+    except StoreError as err:
+        typer.echo(f"{err}; run `baleen evaluate` first", err=True)
+        raise typer.Exit(2) from None
+    searcher = None if system == "bm25-multihop" else system_retriever(db, system, cfg, models, passages, sentences)
+    try:
+        trace = claim_trace(db, system, uid, outputs, claims, gold_facts, passages, sentences, searcher)
+    except KeyError as err:
+        typer.echo(str(err).strip("'\""), err=True)
+        raise typer.Exit(2) from None
+    path = output or Path(f"baleen-{system}-{uid}.html")
+    path.write_text(render_claim_html(trace))
+    typer.echo(f"wrote {path.resolve()} (open it in a browser; it needs no server)")
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

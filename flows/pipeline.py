@@ -1,5 +1,5 @@
-"""The end-to-end pipeline: corpus → claims → index → label rounds, FLIPR, condensers, reader.
-Evaluation joins here next."""
+"""The end-to-end pipeline: corpus → claims → index → label rounds, FLIPR, condensers, reader →
+HoVer evaluation of every system, with its report."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import yaml
 
 from baleen_core.config import BaleenConfig, demo_preset
 from baleen_core.runtime import baleen_home
+from baleen_flows.evaluation import evaluation_flow
 from baleen_flows.index import index_flow
 from baleen_flows.ingest import ingest_flow
 from baleen_flows.training import training_flow
@@ -25,10 +26,16 @@ def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool 
     ingested = ingest_flow(dataset_dir, config_path, force, run_id)
     passages_run = ingested["corpus/passages"].manifest.run_id
     indexed = index_flow(config_path, passages_run, run_id, force)
-    trained = training_flow(
-        config_path, run_id, force, ingested["claims/claims"].manifest.run_id, passages_run, indexed["flipr_index"].manifest.run_id
-    )
-    return {**ingested, **{f"index/{k}": v for k, v in indexed.items()}, **{f"training/{k}": v for k, v in trained.items()}}
+    claims_run = ingested["claims/claims"].manifest.run_id
+    trained = training_flow(config_path, run_id, force, claims_run, passages_run, indexed["flipr_index"].manifest.run_id)
+    models = {"untrained_index": indexed["flipr_index"], **{k: trained[k] for k in ("index", "stage1", "stage2", "reader")}}
+    evaluated = evaluation_flow(config_path, run_id, force, claims_run, passages_run, models)
+    return {
+        **ingested,
+        **{f"index/{k}": v for k, v in indexed.items()},
+        **{f"training/{k}": v for k, v in trained.items()},
+        **{f"evaluation/{k}": v for k, v in evaluated.items()},
+    }
 
 
 @flow(name="demo", flow_run_name="demo", log_prints=True)

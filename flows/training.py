@@ -63,6 +63,7 @@ def training_flow(
             labels = label_round(root, claims, gold_facts, passages, sentences, round_number + 1, "flipr", index, config.labels, search, device, run_id, labels, force)
             validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
             refs[f"labels-r{round_number + 1}"] = labels
+    refs["index"] = index  # the last round's: what the engine searches
     refs.update(train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id, force))
     refresh_catalog(root)
     return refs

@@ -1,4 +1,4 @@
-"""pyarrow schemas of the corpus and claims artifacts.
+"""pyarrow schemas of every artifact: corpus, claims, index, labels, training and evaluation.
 
 A schema's ``version`` goes into every manifest and into the step fingerprints: bump it when the
 columns change, and artifacts written under the old version are recomputed instead of reused.
@@ -207,8 +207,81 @@ TRAINING_STEPS = ArtifactSchema(
     ),
 )
 
+PREDICTIONS = ArtifactSchema(
+    name="predictions",
+    version=1,
+    description="The engine's verdict per evaluated claim and system: label, P(SUPPORTED) and the final facts, best first.",
+    key=("system", "uid"),
+    sort_by=("system", "uid"),
+    schema=pa.schema(
+        [
+            _col("system", pa.string(), "Evaluated system, e.g. 'baleen', 'bm25-multihop', 'single-hop'."),
+            _col("uid", pa.string(), "Claim uid."),
+            _col("hops", pa.int32(), "Hops the engine ran for this claim."),
+            _col("label", pa.string(), "Predicted label: SUPPORTED when prob_supported > 0.5."),
+            _col("prob_supported", pa.float64(), "The reader's P(SUPPORTED)."),
+            _col("fact_pids", pa.list_(pa.int64()), "Final facts (the last hop's kept facts), best first: passage ids."),
+            _col("fact_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
+            _col("fact_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
+        ]
+    ),
+)
+
+HOP_TRACES = ArtifactSchema(
+    name="hop_traces",
+    version=1,
+    description="What the engine did at each hop: passages retrieved, new facts stage 2 read, facts kept.",
+    key=("system", "uid", "hop"),
+    sort_by=("system", "uid", "hop"),
+    schema=pa.schema(
+        [
+            _col("system", pa.string(), "Evaluated system."),
+            _col("uid", pa.string(), "Claim uid."),
+            _col("hop", pa.int32(), "Hop number, from 1."),
+            _col("retrieved_pids", pa.list_(pa.int64()), "Passages retrieved at this hop, best first (never one from an earlier hop)."),
+            _col("retrieved_scores", pa.list_(pa.float64()), "Their retriever scores, aligned."),
+            _col("stage1_pids", pa.list_(pa.int64()), "New facts stage 1 put forward to stage 2: passage ids, best first."),
+            _col("stage1_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
+            _col("stage1_scores", pa.list_(pa.float64()), "Their stage-1 scores, aligned."),
+            _col("kept_pids", pa.list_(pa.int64()), "Facts stage 2 kept (the next hop's context): passage ids, best first."),
+            _col("kept_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
+            _col("kept_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
+        ]
+    ),
+)
+
+CLAIM_METRICS = ArtifactSchema(
+    name="claim_metrics",
+    version=1,
+    description="HoVer's metrics per evaluated claim and system, computed from predictions, hop_traces and gold_facts.",
+    key=("system", "uid"),
+    sort_by=("system", "uid"),
+    schema=pa.schema(
+        [
+            _col("system", pa.string(), "Evaluated system."),
+            _col("uid", pa.string(), "Claim uid."),
+            _col("num_hops", pa.int32(), "The claim's hop count (2, 3 or 4)."),
+            _col("gold_label", pa.string(), "HoVer's label; null on an unlabelled split.", nullable=True),
+            _col("label", pa.string(), "Predicted label."),
+            _col("passage_precision", pa.float64(), "Passages of the final facts against the gold passages."),
+            _col("passage_recall", pa.float64(), "Passage recall."),
+            _col("passage_f1", pa.float64(), "Passage F1."),
+            _col("passage_em", pa.float64(), "1 when the final facts' passages are exactly the gold passages."),
+            _col("sentence_precision", pa.float64(), "Final facts against the gold facts."),
+            _col("sentence_recall", pa.float64(), "Sentence recall."),
+            _col("sentence_f1", pa.float64(), "Sentence F1."),
+            _col("sentence_em", pa.float64(), "1 when the final facts are exactly the gold facts."),
+            _col("retrieval_at_hops", pa.float64(), "1 when every gold passage is in the first 25 × num_hops retrieved."),
+            _col("retrieval_at_100", pa.float64(), "1 when every gold passage is in the first 100 retrieved."),
+            _col("label_accuracy", pa.float64(), "1 when the predicted label is right; null without a gold label.", nullable=True),
+            _col("hover_score", pa.float64(), "HoVer score: label right and evidence from every gold passage; null without a gold label.", nullable=True),
+            _col("gold_first_hop", pa.list_(pa.int32()), "Per gold passage (by pid), the hop that first retrieved it; null = never."),
+        ]
+    ),
+)
+
 ARTIFACTS: dict[str, ArtifactSchema] = {
-    a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS, INDEX_PASSAGES, HOP_LABELS, TRAINING_STEPS)
+    a.name: a for a in (PASSAGES, SENTENCES, CLAIMS, GOLD_FACTS, REJECTS, INDEX_PASSAGES, HOP_LABELS, TRAINING_STEPS, PREDICTIONS, HOP_TRACES, CLAIM_METRICS)
 }
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from baleen_core.config import RetrieverConfig, SearchConfig
-from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher
+from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text
+from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_storage.store import ArtifactRef, ArtifactStore, StoreError
 
 PRODUCER = "index"
@@ -32,12 +33,34 @@ def open_index(store: ArtifactStore, ref: ArtifactRef | None = None, storage: st
 
 
 def open_searcher(
-    store: ArtifactStore, search: SearchConfig, device: str = "auto", ref: ArtifactRef | None = None, storage: str = "codec"
+    store: ArtifactStore,
+    search: SearchConfig,
+    device: str = "auto",
+    ref: ArtifactRef | None = None,
+    storage: str = "codec",
+    full_interaction: bool = False,
 ) -> tuple[FliprSearcher, ArtifactRef]:
-    """A searcher over an index (default: the newest), with the encoder it was built with."""
+    """A searcher over an index (default: the newest), with the encoder it was built with;
+    ``full_interaction`` scores with every query position (ColBERT) instead of FLIPR's top k."""
     index, ref = open_index(store, ref, storage)
     flipr = Flipr.load(index_retriever_config(ref, device))
-    return FliprSearcher(flipr, index, search.nprobe, search.ncandidates), ref
+    return FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction), ref
+
+
+def open_bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef) -> Bm25Retriever:
+    """BM25 over every passage's ``title | text`` (the round-0 labeller and the sparse baseline)."""
+    table = store.passage_texts(passages, sentences)
+    texts = [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
+    return Bm25Retriever(table.column("pid").to_pylist(), texts)
+
+
+def newest_trained_index(store: ArtifactStore) -> ArtifactRef:
+    """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
+    of the newest training run)."""
+    trained = [ref for ref in store.refs("flipr_index") if ref.manifest.producer.startswith(f"{PRODUCER}-flipr-r")]
+    if not trained:
+        raise StoreError("no index built with a trained FLIPR in this store; run `baleen train` first")
+    return max(trained, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
 
 
 def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[ArtifactRef, ArtifactRef]:

@@ -17,8 +17,6 @@ from prefect import task
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages, summarize_by_hops
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
-from baleen_core.retrieval import passage_text
-from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
@@ -32,6 +30,7 @@ from baleen_core.training.condenser_trainer import (
 )
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage.indexes import open_bm25
 from baleen_tasks.index import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, run_logger
 from baleen_tasks.training import publish_trained_model
@@ -40,7 +39,7 @@ SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_rec
 READER_METRICS = ("reader_correct_gold", "reader_correct_kept")
 
 
-def _passages(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, pids) -> dict[int, PassageSentences]:
+def passages_by_pid(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, pids) -> dict[int, PassageSentences]:
     table = store.passage_sentences(passages, sentences, pids).to_pylist()
     grouped: dict[int, list[Sentence]] = {}
     titles: dict[int, str] = {}
@@ -73,7 +72,7 @@ def labelled_hops(
     for fact in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
         gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
     needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"][:negatives]} | {p for r in rows for p in r["context_pids"]}
-    texts = _passages(store, passages, sentences, needed)
+    texts = passages_by_pid(store, passages, sentences, needed)
     empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (a passage without text: nothing to score)
     hops = []
     for r in rows:
@@ -97,7 +96,7 @@ def labelled_hops(
 def gold_claims(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, split: str) -> list[GoldClaim]:
     """Resolved claims of ``split`` with every sentence of their gold passages."""
     rows = store.claim_gold(claims, gold_facts, sentences, split).to_pylist()
-    texts = _passages(store, passages, sentences, {r["pid"] for r in rows})
+    texts = passages_by_pid(store, passages, sentences, {r["pid"] for r in rows})
     by_uid: dict[str, dict] = {}
     for r in rows:
         entry = by_uid.setdefault(r["uid"], {"row": r, "pids": [], "gold": set()})
@@ -247,11 +246,9 @@ def train_claim_reader(
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:
     """Each claim's gold passages plus the ``n`` best-ranked non-gold passages for the claim by
     BM25 over the whole corpus (realistic distractors: they share the claim's words)."""
-    corpus = store.passage_texts(passages, sentences)
-    pids = corpus.column("pid").to_pylist()
-    bm25 = Bm25Retriever(pids, [passage_text(t, x) for t, x in zip(corpus.column("title").to_pylist(), corpus.column("text").to_pylist(), strict=True)])
+    bm25 = open_bm25(store, passages, sentences)
     chosen = [[pid for pid, _ in bm25.rank(c.claim, [], n, {p.pid for p in c.passages})] for c in claims]
-    texts = _passages(store, passages, sentences, {pid for ids in chosen for pid in ids})
+    texts = passages_by_pid(store, passages, sentences, {pid for ids in chosen for pid in ids})
     return [replace(c, passages=c.passages + tuple(texts[pid] for pid in ids if pid in texts)) for c, ids in zip(claims, chosen, strict=True)]
 
 

@@ -189,6 +189,37 @@ def _hop_labels_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
+def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
+    suite = [
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=["system", "uid"]),
+        gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
+        gxe.ExpectColumnValuesToBeBetween(column="prob_supported", min_value=0, max_value=1),
+        gxe.UnexpectedRowsExpectation(
+            description="the label is SUPPORTED exactly when prob_supported > 0.5, and every claim has at least one fact",
+            unexpected_rows_query=(
+                "SELECT uid, label, prob_supported FROM {batch} WHERE (label = 'SUPPORTED') <> (prob_supported > 0.5) "
+                "OR len(fact_pids) = 0 OR len(fact_pids) <> len(fact_sids) OR len(fact_pids) <> len(fact_scores)"
+            ),
+        ),
+    ]
+    if "hop_traces" in views:
+        suite.append(
+            gxe.UnexpectedRowsExpectation(
+                description="each claim's traces run hop 1..hops, no passage is retrieved twice, and the final facts are the last hop's kept facts",
+                unexpected_rows_query=(
+                    "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(retrieved_pids)) AS retrieved, "
+                    "arg_max(kept_pids, hop) AS kept_pids, arg_max(kept_sids, hop) AS kept_sids FROM hop_traces GROUP BY system, uid), "
+                    "d AS (SELECT system, uid, count(DISTINCT pid) AS distinct_retrieved "
+                    "FROM (SELECT system, uid, unnest(retrieved_pids) AS pid FROM hop_traces) GROUP BY system, uid) "
+                    "SELECT p.uid FROM {batch} p LEFT JOIN h USING (system, uid) LEFT JOIN d USING (system, uid) "
+                    "WHERE h.n IS NULL OR h.first <> 1 OR h.last <> h.n OR h.n <> p.hops OR coalesce(d.distinct_retrieved, 0) <> h.retrieved "
+                    "OR h.kept_pids <> p.fact_pids OR h.kept_sids <> p.fact_sids"
+                ),
+            )
+        )
+    return suite
+
+
 #: Suite builders by artifact; each gets the names of the views available beside its batch.
 SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "passages": _passages_suite,
@@ -198,6 +229,7 @@ SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "rejects": _rejects_suite,
     "index_passages": _index_passages_suite,
     "hop_labels": _hop_labels_suite,
+    "predictions": _predictions_suite,
 }
 
 

@@ -8,23 +8,15 @@ import pyarrow as pa
 from prefect import task
 
 from baleen_core.config import LabelConfig, SearchConfig
-from baleen_core.retrieval import passage_text
-from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, order_hops, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
-from baleen_storage.indexes import open_searcher
+from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
 
 
 def labels_producer(round_number: int) -> str:
     return f"labels-r{round_number}"
-
-
-def _bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef) -> Bm25Retriever:
-    table = store.passage_texts(passages, sentences)
-    texts = [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
-    return Bm25Retriever(table.column("pid").to_pylist(), texts)
 
 
 def _rows(labels: list[HopLabel], round_number: int, labeller: str) -> pa.Table:
@@ -85,7 +77,7 @@ def label_round(
             raise ValueError("a FLIPR label round needs an index; run the index flow first")
         ranker, _ = open_searcher(store, search, device, index)
     else:
-        ranker = _bm25(store, passages, sentences)
+        ranker = open_bm25(store, passages, sentences)
     gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims]
     started, labels = time.perf_counter(), []
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from prefect import get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.context import get_run_context
 from prefect.runtime import flow_run
 from tqdm.auto import tqdm
@@ -44,6 +44,12 @@ def publish_markdown(key: str, markdown: str, description: str) -> None:
     """A markdown artifact in the Prefect UI; a no-op outside a run."""
     if _in_run_context():
         create_markdown_artifact(key=key, markdown=markdown, description=description)
+
+
+def publish_link(key: str, link: str, description: str) -> None:
+    """A link artifact in the Prefect UI (e.g. to an HTML report on disk); a no-op outside a run."""
+    if _in_run_context():
+        create_link_artifact(key=key, link=link, description=description)
 
 
 class Progress:

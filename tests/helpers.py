@@ -6,6 +6,8 @@ import bz2
 import json
 from pathlib import Path
 
+from baleen_core.config import DemoConfig
+
 
 def write_abstracts(root: Path, rows: list, name: str = "AA/wiki_00.bz2", raw_lines: list[bytes] | None = None) -> Path:
     """An abstracts tree with one bz2 file of ``rows`` (dicts) and then ``raw_lines`` verbatim."""
@@ -21,3 +23,7 @@ def passage(pid: int, title: str, *sentences: str):
     from baleen_core.condensing import PassageSentences, Sentence
 
     return PassageSentences(pid, title, tuple(Sentence(pid, sid, title, text) for sid, text in enumerate(sentences)))
+
+
+#: The tiny demo world of the flow tests: 118 passages, 30 train and 12 dev claims.
+TINY = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6, n_distractors=15, n_train_claims=30, n_dev_claims=12)

@@ -35,6 +35,12 @@ class Bm25Retriever:
         top = top[np.lexsort((self.pids[top], -scores[top]))]
         return [(int(self.pids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]]
+    ) -> list[list[tuple[int, float]]]:
+        """:meth:`rank` for each query (the engine's hop)."""
+        return [self.rank(c, ctx, d, ex) for c, ctx, d, ex in zip(claims, contexts, depths, excludes, strict=True)]
+
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         scores = self._scores(claim, context)
         return [float(scores[self.position_of_pid[int(p)]]) for p in pids]

@@ -45,7 +45,9 @@ class TokenMatch:
 
 
 class FliprSearcher:
-    def __init__(self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512) -> None:
+    def __init__(self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512, full_interaction: bool = False) -> None:
+        """``full_interaction`` sums every query position's MaxSim (ColBERT) instead of FLIPR's
+        top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring."""
         if index.codec.dim != flipr.dim:
             raise ValueError(f"the index holds {index.codec.dim}-d embeddings but the encoder makes {flipr.dim}-d ones")
         self.flipr = flipr
@@ -53,7 +55,7 @@ class FliprSearcher:
         self.nprobe = nprobe
         self.ncandidates = ncandidates
         cfg = flipr.config
-        self.k_claim, self.k_context = cfg.k_claim, cfg.k_context
+        self.k_claim, self.k_context = (None, None) if full_interaction else (cfg.k_claim, cfg.k_context)
         self._last_query: tuple[tuple, torch.Tensor, int] | None = None
 
     # ---- public API ----------------------------------------------------------------------------
@@ -83,6 +85,19 @@ class FliprSearcher:
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
         query, n_claim = self._encode_one(claim, context)
         return [(h.pid, h.score) for h in self.search_encoded(query, n_claim, depth, exclude)]
+
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], batch_size: int = 32
+    ) -> list[list[tuple[int, float]]]:
+        """:meth:`rank` for many queries, encoded ``batch_size`` at a time (the engine's hop)."""
+        ranked = []
+        for start in range(0, len(claims), batch_size):
+            chunk = slice(start, start + batch_size)
+            queries, lengths, n_claim = self.encode(claims[chunk], contexts[chunk])
+            for i, n in enumerate(lengths):
+                hits = self.search_encoded(queries[i, :n], n_claim, depths[start + i], excludes[start + i])
+                ranked.append([(h.pid, h.score) for h in hits])
+        return ranked
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """Exact FLIPR scores of the given passages (from the index's stored tokens)."""

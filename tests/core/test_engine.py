@@ -58,3 +58,12 @@ def test_a_fixed_hop_count_overrides_num_hops_and_retrieval_runs_out_gracefully(
     # 7 passages, 3 per hop: the last hop gets the one left
     assert [len(h.retrieved) for h in verdicts[0].hops] == [3, 3, 1, 0]
     assert len(verdicts[0].retrieved_pids) == 7
+
+
+def test_single_hop_retrieves_k_times_hops_passages_once(models):
+    claims = [ClaimInput("a", "Glass Harbour was directed by a man born in Denmark.", 3), ClaimInput("b", "Tin Lanterns come from a city in England.", 2)]
+    verdicts, seen = run(models, claims, k=2, single_hop=True)
+    assert seen == [(1, 2)]  # one hop for every claim
+    assert [len(v.hops) for v in verdicts] == [1, 1]
+    assert [len(v.hops[0].retrieved) for v in verdicts] == [6, 4]  # k × num_hops
+    assert all(v.facts and 0 < v.prob_supported < 1 for v in verdicts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.metrics import hover_score, retrieval_at_k, set_prf
+from baleen_core.metrics import bootstrap_ci, evidence_ranking, hover_score, retrieval_at_k, score_claim, set_prf, summarize_metrics
 
 
 def test_partial_overlap_hand_worked():
@@ -47,3 +47,51 @@ def test_hover_score_hand_worked():
     assert hover_score(True, [10, 30, 40, 20], sentences, gold, 2) == 0.0
     # 20's gold sentence 1 is third in its ranking: beyond the top 2
     assert hover_score(True, [10, 20, 30], {10: [2], 20: [3, 0, 1]}, gold, 2) == 0.0
+
+
+def test_evidence_ranking_orders_passages_by_their_best_fact():
+    passages, sentences = evidence_ranking([(20, 1), (10, 0), (20, 0), (30, 4)])
+    assert passages == [20, 10, 30]
+    assert sentences == {20: [1, 0], 10: [0], 30: [4]}
+
+
+def test_score_claim_hand_worked():
+    # a 2-hop claim with gold passages 10 (sentences 0, 1) and 20 (sentence 3)
+    gold = {(10, 0), (10, 1), (20, 3)}
+    facts = [(10, 0), (20, 3), (30, 2)]  # final facts, best first: one distractor fact from passage 30
+    retrieved = [10, 30, *range(100, 123), 20]  # 20 is retrieved 26th, at hop 2
+    scores = score_claim(facts, retrieved, gold, num_hops=2, predicted_label="SUPPORTED", gold_label="SUPPORTED")
+    # passages {10, 20, 30} vs gold {10, 20}: P = 2/3, R = 1, F1 = 0.8, not exact
+    assert scores["passage_precision"] == pytest.approx(2 / 3) and scores["passage_recall"] == 1.0
+    assert scores["passage_f1"] == pytest.approx(0.8) and scores["passage_em"] == 0.0
+    # sentences: 2 of 3 predicted are gold, 2 of 3 gold found: P = R = F1 = 2/3
+    assert scores["sentence_f1"] == pytest.approx(2 / 3) and scores["sentence_em"] == 0.0
+    # Retrieval@50 (25 × 2 hops) and @100: 20 is 26th, so both hold
+    assert scores["retrieval_at_hops"] == scores["retrieval_at_100"] == 1.0
+    # HoVer score: the first 3 passages of the facts are 10, 20, 30; 10's top-2 sentences hold 0, 20's hold 3
+    assert scores["label_accuracy"] == scores["hover_score"] == 1.0
+    wrong = score_claim(facts, retrieved, gold, 2, "NOT_SUPPORTED", "SUPPORTED")
+    assert wrong["label_accuracy"] == wrong["hover_score"] == 0.0
+    # a 1-hop budget (k = 25) misses passage 20 at rank 26
+    assert score_claim(facts, retrieved, gold, 1, "SUPPORTED", "SUPPORTED")["retrieval_at_hops"] == 0.0
+    unlabelled = score_claim(facts, retrieved, gold, 2, "SUPPORTED", None)
+    assert unlabelled["label_accuracy"] is None and unlabelled["hover_score"] is None
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
+    values = [1.0] * 30 + [0.0] * 70
+    low, high = bootstrap_ci(values, samples=2000, seed=1)
+    assert low < 0.3 < high and high - low < 0.25
+    assert bootstrap_ci(values, samples=2000, seed=1) == (low, high)
+    assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)  # no variance, no width
+    with pytest.raises(ValueError):
+        bootstrap_ci([])
+
+
+def test_summarize_metrics_by_hop_count_and_overall():
+    rows = [{"num_hops": 2, "m": 1.0}, {"num_hops": 2, "m": 0.0}, {"num_hops": 3, "m": 1.0}, {"num_hops": 3, "m": None}]
+    summary = {r["hops"]: r for r in summarize_metrics(rows, ["m"], samples=100)}
+    assert set(summary) == {"2", "3", "all"}
+    assert summary["2"]["m"] == 0.5 and summary["3"]["m"] == 1.0 and summary["all"]["m"] == pytest.approx(2 / 3)
+    assert summary["all"]["claims"] == 4  # a None value is skipped in the mean, not the claim count
+    assert summary["3"]["m_ci"] == (1.0, 1.0)

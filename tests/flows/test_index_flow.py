@@ -88,16 +88,3 @@ def test_search_cli_without_an_index_says_what_to_run(prefect_server, tmp_path):
 
     result = CliRunner().invoke(app, ["search", "anything", "--store", str(tmp_path / "empty")])
     assert result.exit_code == 2 and "flipr_index" in result.output
-
-
-def test_pipeline_runs_every_stage_under_one_run_id(prefect_server, tiny_world, tmp_path, monkeypatch):
-    from baleen_flows.pipeline import pipeline_flow
-
-    monkeypatch.setenv("BALEEN_STORE", str(tmp_path / "store"))
-    config = tmp_path / "config.yaml"
-    config.write_text("labels: {rounds: 1}\ntraining: {flipr: {batch_size: 8}}\n")
-    refs = pipeline_flow(str(tiny_world), str(config))
-    expected = {"corpus/passages", "claims/claims", "index/flipr_index", "index/index_passages", "training/labels-r0", "training/flipr-r0/index"}
-    assert expected <= set(refs)
-    assert len({ref.manifest.run_id for ref in refs.values()}) == 1
-    assert refs["index/index_passages"].rows == refs["corpus/passages"].rows == 118

@@ -13,7 +13,8 @@ from baleen_storage.indexes import open_searcher
 
 def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world, tmp_path, monkeypatch):
     from baleen_core.config import BaleenConfig
-    from baleen_flows.pipeline import pipeline_flow
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
     from baleen_flows.training import training_flow
 
     monkeypatch.setenv("BALEEN_STORE", str(tmp_path / "store"))
@@ -23,7 +24,8 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
         "labels: {rounds: 2, round0: flipr, depth: 50}\n"
         "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2}, stage2: {epochs: 2}, reader: {epochs: 2, batch_size: 8}}\n"
     )
-    pipeline_flow(str(tiny_world), str(config))
+    ingest_flow(str(tiny_world), str(config))
+    index_flow(str(config))
     refs = training_flow(str(config))
     store = ArtifactStore(tmp_path / "store")
 

@@ -92,3 +92,14 @@ def test_rank_and_score_agree_with_search(fp16_searcher):
     assert scores == pytest.approx([score for _, score in ranked], abs=1e-5)
     other = fp16_searcher.rank("A band from Leeds.", [], 5, set())  # a new query is encoded, not the cached one
     assert [pid for pid, _ in other] != [pid for pid, _ in ranked]
+
+
+def test_rank_batch_matches_rank_one_query_at_a_time(fp16_searcher):
+    claims = [CLAIM, "A band from Leeds.", CLAIM]
+    contexts = [[], [], ["Glass Harbour | It was directed by Oren Vask."]]
+    depths, excludes = [5, 3, 4], [set(), set(), {p for p, _ in fp16_searcher.rank(CLAIM, [], 2, set())}]
+    batched = fp16_searcher.rank_batch(claims, contexts, depths, excludes, batch_size=2)  # two encoder batches
+    one_by_one = [fp16_searcher.rank(c, ctx, d, ex) for c, ctx, d, ex in zip(claims, contexts, depths, excludes)]
+    assert [[p for p, _ in r] for r in batched] == [[p for p, _ in r] for r in one_by_one]
+    assert all(abs(a[1] - b[1]) < 1e-4 for ra, rb in zip(batched, one_by_one) for a, b in zip(ra, rb))
+    assert [len(r) for r in batched] == [5, 3, 4] and not excludes[2] & {p for p, _ in batched[2]}

@@ -1,0 +1,87 @@
+"""The HoVer evaluation on hover-mini: every system × 2/3/4 hops, with throughput.
+
+Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpus, same store):
+
+1. the training benchmark's store in ``--work`` is reused (``benchmarks/training.py --work DIR``
+   writes it); without one, ingest, index and the training flow run first, with that script's
+   default budgets;
+2. the evaluation flow runs every system on the dev claims: the full system (trained FLIPR +
+   condensers + reader), BM25 multi-hop, full ColBERT interaction, single-hop, untrained FLIPR;
+3. it prints the metric table (mean and bootstrap 95% interval, by hop count), the engine's
+   throughput per system, and where the report, plots and HTML traces are.
+
+    python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    parser.add_argument("--work", type=Path, required=True, help="the training benchmark's working directory (created when missing)")
+    parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
+    parser.add_argument("--systems", default=None, help="comma-separated systems (default: all)")
+    args = parser.parse_args()
+    if not args.hover_mini.is_dir():
+        sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
+    from baleen_core.runtime import apply_runtime_defaults
+
+    apply_runtime_defaults()
+    from baleen_flows.evaluation import evaluation_flow
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.training import training_flow
+    from baleen_storage import ArtifactStore
+    from baleen_storage.catalog import query
+
+    training_config = args.work / "training.yaml"
+    if not training_config.exists():
+        sys.exit(f"{training_config} is missing: run `python benchmarks/training.py --work {args.work}` first (it trains the models evaluated here)")
+    store = ArtifactStore(args.work / "store")
+    if not store.refs("reader_checkpoint"):
+        ingested = ingest_flow(str(args.hover_mini), str(training_config))
+        index_flow(str(training_config), ingested["corpus/passages"].manifest.run_id)
+        training_flow(str(training_config))
+    config_path = args.work / "evaluation.yaml"
+    systems = f", systems: [{args.systems}]" if args.systems else ""
+    max_claims = f", max_claims: {args.max_claims}" if args.max_claims else ""
+    config_path.write_text(training_config.read_text() + f"evaluation: {{split: dev{systems}{max_claims}}}\n")
+
+    started = time.perf_counter()
+    refs = evaluation_flow(str(config_path))
+    wall = time.perf_counter() - started
+    evaluated = [ref.manifest for key, ref in refs.items() if key.endswith("/claim_metrics")]  # this flow's, reused or new
+    which = " OR ".join(f"(run = '{m.run_id}' AND producer = '{m.producer}')" for m in evaluated)
+    metrics = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_hops", "retrieval_at_100", "label_accuracy", "hover_score")
+    rows = query(
+        store,
+        "SELECT system, CASE WHEN GROUPING(num_hops) = 1 THEN 'all' ELSE num_hops::VARCHAR END AS hops, count(*) AS claims, "
+        + ", ".join(f"avg({m}) AS {m}" for m in metrics)
+        + f" FROM claim_metrics WHERE {which} GROUP BY GROUPING SETS ((system, num_hops), (system)) ORDER BY system, hops",
+    ).to_pylist()
+    print(f"\nevaluation flow wall time: {wall:.0f} s (systems already verified are reused)\n")
+    print("| system | hops | claims | passage EM | passage F1 | sentence EM | sentence F1 | Retrieval@25·H | Retrieval@100 | label acc. | HoVer score |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['system']} | {r['hops']} | {r['claims']} | " + " | ".join(f"{r[m]:.3f}" for m in metrics) + " |")
+    print("\n| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|")
+    for key, ref in refs.items():
+        if key.endswith("/predictions"):
+            s = ref.manifest.stats
+            print(f"| {key.split('/')[0]} | {s['claims']} | {s['seconds']} | {s['claims_per_second']} | {s['device']} |")
+    report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)
+    print(f"\nreport with bootstrap intervals, plots and HTML traces: {report}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The evaluation flow: every system verifies the same claims on the same corpus, then one report.
+
+    for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
+        verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
+    evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
+
+Models default to the newest trained ones in the store (the highest-round trained FLIPR index,
+the newest condenser and reader checkpoints); the pipeline passes its own.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from baleen_core.config import BaleenConfig
+from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
+from baleen_storage.indexes import PRODUCER, newest_trained_index
+from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
+from baleen_tasks.validation import validate_artifact
+
+
+def trained_models(store: ArtifactStore, given: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+    """What the systems read: ``index`` (trained FLIPR), ``untrained_index``, and the ``stage1``,
+    ``stage2`` and ``reader`` checkpoints; ``given`` ones win, the rest are the store's newest."""
+    models = dict(given or {})
+    models.setdefault("index", newest_trained_index(store))
+    models.setdefault("untrained_index", store.latest("flipr_index", PRODUCER))
+    for kind in ("stage1", "stage2", "reader"):
+        models.setdefault(kind, store.latest(f"{kind}_checkpoint"))
+    return models
+
+
+@flow(name="evaluation", flow_run_name="evaluation", log_prints=True)
+def evaluation_flow(
+    config_path: str | None = None,
+    run_id: str | None = None,
+    force: bool = False,
+    claims_run: str | None = None,
+    passages_run: str | None = None,
+    models: dict[str, ArtifactRef] | None = None,
+) -> dict[str, ArtifactRef]:
+    """Verify the evaluation split's claims with every configured system and report HoVer's
+    metrics by hop count (see ``evaluation`` in the configuration)."""
+    config = BaleenConfig.load(config_path)
+    store = ArtifactStore(config.store_root)
+    root, run_id, split = str(store.root), run_id or new_run_id(), config.evaluation.split
+    claims = store.get("claims", claims_run, "claims") if claims_run else store.latest("claims", "claims")
+    gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
+    passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
+    sentences = store.get("sentences", passages.manifest.run_id, "corpus")
+    models = trained_models(store, models)
+
+    outputs: dict[str, dict[str, ArtifactRef]] = {}
+    for system in config.evaluation.systems:
+        verified = verify_split(root, system, claims, passages, sentences, models, config, run_id, force)
+        validate_artifact(root, "predictions", verified)
+        metrics = score_predictions(root, system, verified["predictions"], verified["hop_traces"], claims, gold_facts, config.evaluation.k, run_id, force)
+        outputs[system] = {**verified, "claim_metrics": metrics}
+    evaluation_report(root, outputs, claims, gold_facts, passages, sentences, models, config, split, run_id)
+    refresh_catalog(root)
+    return {f"{system}/{name}": ref for system, refs in outputs.items() for name, ref in refs.items()}

@@ -1,0 +1,419 @@
+"""Evaluation tasks: run the engine for one system, score it from the artifacts, write the report.
+
+    verify-claims (one system) → predictions + hop_traces → gate → score-predictions → claim_metrics
+    … every system …                                                  → evaluation-report
+
+Each system is fingerprinted on its claims, corpus, index, checkpoints and settings, so a rerun
+reuses what it already verified. Metrics are computed from the published Parquet artifacts, never
+from memory, so ``baleen sql`` over ``claim_metrics`` (or over ``predictions`` and
+``gold_facts`` directly) reproduces every number of the report.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from prefect import task
+
+from baleen_core.condensing import READER_LABELS, SequenceModel
+from baleen_core.config import SYSTEMS, BaleenConfig
+from baleen_core.engine import ClaimInput, Verdict, verify_claims
+from baleen_core.metrics import CLAIM_METRICS as METRICS
+from baleen_core.metrics import score_claim, summarize_metrics
+from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
+from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
+from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage.indexes import open_bm25, open_searcher
+from baleen_tasks.condensing import passages_by_pid
+from baleen_tasks.index import GPU_TAG
+from baleen_tasks.reporting import Progress, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
+
+#: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).
+ModelRefs = Mapping[str, ArtifactRef]
+
+
+def eval_producer(system: str) -> str:
+    return f"eval-{system}"
+
+
+def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None) -> list[dict]:
+    """Resolved claims of ``split``, by uid, the first ``max_claims`` of them."""
+    rows = [r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops", "split", "resolved"]).to_pylist() if r["split"] == split and r["resolved"]]
+    if not rows:
+        raise ValueError(f"no resolved {split!r} claims in {claims.path}; evaluate a split the claims flow ingested")
+    return sorted(rows, key=lambda r: r["uid"])[:max_claims]
+
+
+def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
+    """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``)."""
+    if system == "bm25-multihop":
+        return open_bm25(store, passages, sentences)
+    index = models["untrained_index"] if system == "untrained-flipr" else models["index"]
+    searcher, _ = open_searcher(store, config.search, config.retriever.device, index, full_interaction=system == "colbert-full")
+    return searcher
+
+
+def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
+    """Fingerprints of what a system reads."""
+    used = {"stage1", "stage2", "reader"} | ({"untrained_index"} if system == "untrained-flipr" else set() if system == "bm25-multihop" else {"index"})
+    return {name: ref.fingerprint for name, ref in models.items() if name in used}
+
+
+def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, pa.Table]:
+    """``predictions`` and ``hop_traces`` rows of one system's verdicts."""
+
+    def facts(prefix: str, pairs) -> dict:
+        return {f"{prefix}_pids": [s.pid for s, _ in pairs], f"{prefix}_sids": [s.sid for s, _ in pairs], f"{prefix}_scores": [float(x) for _, x in pairs]}
+
+    predictions = [
+        {"system": system, "uid": v.uid, "hops": len(v.hops), "label": READER_LABELS[int(v.prob_supported > 0.5)], "prob_supported": float(v.prob_supported), **facts("fact", v.facts)}
+        for v in verdicts
+    ]
+    traces = [
+        {
+            "system": system,
+            "uid": v.uid,
+            "hop": h.hop,
+            "retrieved_pids": [pid for pid, _ in h.retrieved],
+            "retrieved_scores": [float(score) for _, score in h.retrieved],
+            **facts("stage1", h.stage1_top),
+            **facts("kept", h.kept),
+        }
+        for v in verdicts
+        for h in v.hops
+    ]
+    return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), pa.Table.from_pylist(traces, schema=HOP_TRACES.schema)
+
+
+@task(name="verify-claims", task_run_name="verify · {system}", tags=[GPU_TAG])
+def verify_split(
+    store_root: str,
+    system: str,
+    claims: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    models: dict[str, ArtifactRef],
+    config: BaleenConfig,
+    run_id: str,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """Run the engine for ``system`` on the evaluation claims; publish ``predictions`` and
+    ``hop_traces`` (throughput in their manifests)."""
+    logger, store, ev = run_logger(), ArtifactStore(store_root), config.evaluation
+    producer = eval_producer(system)
+    params = {
+        "system": system,
+        "evaluation": ev.model_dump(mode="json", include={"split", "hops", "k", "max_claims"}),
+        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
+        "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+        "search": config.search.model_dump(mode="json"),
+    }
+    inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
+    fp = fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
+    if not force and (reused := store.find_outputs(["predictions", "hop_traces"], producer, fp)):
+        logger.info("%s already verified these claims: reusing run %s", system, reused["predictions"].manifest.run_id)
+        return reused
+    rows = evaluation_claims(store, claims, ev.split, ev.max_claims)
+    retriever = system_retriever(store, system, config, models, passages, sentences)
+    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
+    claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
+    hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
+    started = time.perf_counter()
+    with Progress(hop_work, f"verify {len(rows)} {ev.split} claims · {system}", unit="claim-hop") as progress:
+        verdicts = verify_claims(
+            claim_inputs, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
+            config.condenser, config.reader, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
+        )
+    seconds = time.perf_counter() - started
+    predictions, traces = verdict_tables(system, verdicts)
+    device = str(retriever.flipr.device) if isinstance(retriever, FliprSearcher) else str(stage1.device)
+    stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) / max(seconds, 1e-9), 3), "device": device}
+    meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info())
+    with store.writer("predictions", **meta) as writer:
+        writer.write(predictions)
+        writer.stats = stats
+    with store.writer("hop_traces", **meta) as traces_writer:
+        traces_writer.write(traces)
+        traces_writer.stats = stats
+    logger.info("%s: %d claims in %.1f s (%.2f claims/s on %s)", system, len(rows), seconds, stats["claims_per_second"], device)
+    return {"predictions": writer.ref, "hop_traces": traces_writer.ref}
+
+
+def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:
+    claim_rows = {r["uid"]: r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops"]).to_pylist()}
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for f in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
+        gold.setdefault(f["uid"], set()).add((f["pid"], f["sid"]))
+    return claim_rows, gold
+
+
+def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]], k: int) -> list[dict]:
+    """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts."""
+    retrieved: dict[str, list[int]] = {}
+    first_hop: dict[str, dict[int, int]] = {}
+    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
+        retrieved.setdefault(t["uid"], []).extend(t["retrieved_pids"])
+        for pid in t["retrieved_pids"]:
+            first_hop.setdefault(t["uid"], {}).setdefault(pid, t["hop"])
+    rows = []
+    for p in predictions:
+        claim, claim_gold = claim_rows[p["uid"]], gold[p["uid"]]
+        num_hops = int(claim["num_hops"])
+        facts = list(zip(p["fact_pids"], p["fact_sids"], strict=True))
+        scores = score_claim(facts, retrieved.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"], k)
+        found = first_hop.get(p["uid"], {})
+        rows.append(
+            {
+                "system": p["system"],
+                "uid": p["uid"],
+                "num_hops": num_hops,
+                "gold_label": claim["label"],
+                "label": p["label"],
+                **scores,
+                "gold_first_hop": [found.get(pid) for pid in sorted({pid for pid, _ in claim_gold})],
+            }
+        )
+    return rows
+
+
+@task(name="score-predictions", task_run_name="score · {system}")
+def score_predictions(
+    store_root: str, system: str, predictions: ArtifactRef, hop_traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, k: int, run_id: str, force: bool = False
+) -> ArtifactRef:
+    """HoVer's metrics per claim, read back from the published artifacts → ``claim_metrics``."""
+    store, producer = ArtifactStore(store_root), eval_producer(system)
+    inputs = {"predictions": predictions.fingerprint, "hop_traces": hop_traces.fingerprint, "gold_facts": gold_facts.fingerprint}
+    fp = fingerprint(step="claim_metrics", inputs=inputs, k=k, version=CLAIM_METRICS.version)
+    if not force and (reused := store.find("claim_metrics", producer, fp)):
+        return reused
+    claim_rows, gold = _gold(store, claims, gold_facts)
+    rows = claim_metric_rows(store.read_table(predictions).to_pylist(), store.read_table(hop_traces).to_pylist(), claim_rows, gold, k)
+    with store.writer("claim_metrics", run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params={"system": system, "k": k}, flow_run=flow_run_info()) as writer:
+        writer.write(pa.Table.from_pylist(rows, schema=CLAIM_METRICS.schema))
+    return writer.ref
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+
+def summary_rows(metric_rows: Mapping[str, Sequence[dict]], samples: int, seed: int) -> list[dict]:
+    """One row per system × hop count: each metric's mean and bootstrap 95% interval."""
+    return [{"system": system, **row} for system, rows in metric_rows.items() for row in summarize_metrics(rows, METRICS, samples, seed)]
+
+
+def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict]) -> str:
+    head = "| system | hops | claims | " + " | ".join(METRICS) + " |\n|---|---|---|" + "---|" * len(METRICS) + "\n"
+    lines = []
+    for row in summary:
+        cells = []
+        for metric in METRICS:
+            value, ci = row[metric], row[f"{metric}_ci"]
+            cells.append("—" if value is None else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
+        lines.append(f"| {row['system']} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    speed = "\n".join(f"| {s} | {t['claims']} | {t['seconds']} | {t['claims_per_second']} | {t['device']} |" for s, t in throughput.items())
+    return (
+        head + "\n".join(lines) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops = Retrieval@(25 × hops).\n\n"
+        "| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
+    )
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
+    """One panel per metric: grouped bars (systems) per hop count, with the 95% intervals."""
+    plt = _pyplot()
+    systems = list(dict.fromkeys(r["system"] for r in summary))
+    groups = list(dict.fromkeys(r["hops"] for r in summary))
+    fig, axes = plt.subplots(2, 4, figsize=(15, 6.5), sharey=True)
+    width = 0.8 / len(systems)
+    for ax, metric in zip(axes.ravel(), METRICS, strict=True):
+        for i, system in enumerate(systems):
+            rows = {r["hops"]: r for r in summary if r["system"] == system}
+            xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(groups))]
+            values = [rows[g][metric] or 0.0 for g in groups]
+            errors = [[v - (rows[g][f"{metric}_ci"] or (v, v))[0] for v, g in zip(values, groups)], [(rows[g][f"{metric}_ci"] or (v, v))[1] - v for v, g in zip(values, groups)]]
+            ax.bar(xs, values, width, yerr=errors, capsize=2, label=system)
+        ax.set(title=metric, xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1))
+    axes.ravel()[0].legend(fontsize=8)
+    return _png(fig)
+
+
+def retrieval_curve_plot(retrieved: Mapping[str, Mapping[str, list[int]]], gold_pids: Mapping[str, set[int]], max_k: int = 100) -> bytes:
+    """Retrieval@k (every gold passage within the first k retrieved) against k, per system."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ks = list(range(1, max_k + 1))
+    for system, by_uid in retrieved.items():
+        # the rank at which a claim's last gold passage appears; never = beyond every k
+        complete = []
+        for uid, pids in by_uid.items():
+            position = {pid: i + 1 for i, pid in enumerate(pids)}
+            ranks = [position.get(pid) for pid in gold_pids[uid]]
+            complete.append(max(ranks) if all(ranks) else None)
+        ax.plot(ks, [sum(1 for c in complete if c is not None and c <= k) / len(complete) for k in ks], label=system)
+    ax.set(xlabel="k (passages retrieved over all hops, in hop then rank order)", ylabel="Retrieval@k", ylim=(0, 1), title="Retrieval@k")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def first_found_plot(metric_rows: Mapping[str, Sequence[dict]]) -> bytes:
+    """Where gold passages were first retrieved: share at hop 1, 2, 3, 4 or never, per system."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    systems = list(metric_rows)
+    hops = sorted({h for rows in metric_rows.values() for r in rows for h in r["gold_first_hop"] if h is not None})
+    bottoms = [0.0] * len(systems)
+    for label in [*hops, None]:
+        shares = []
+        for system in systems:
+            found = [h for r in metric_rows[system] for h in r["gold_first_hop"]]
+            shares.append(sum(h == label for h in found) / max(1, len(found)))
+        ax.barh(systems, shares, left=bottoms, label=f"hop {label}" if label else "never", color=None if label else "#bbbbbb")
+        bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
+    ax.set(xlabel="share of gold passages", xlim=(0, 1), title="Where gold passages were first retrieved")
+    ax.legend(fontsize=8, ncols=len(hops) + 1, loc="lower center", bbox_to_anchor=(0.5, -0.42))
+    return _png(fig)
+
+
+def claim_trace(
+    store: ArtifactStore,
+    system: str,
+    uid: str,
+    outputs: Mapping[str, ArtifactRef],
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    searcher: FliprSearcher | None = None,
+    explained: int = 3,
+) -> ClaimTrace:
+    """One evaluated claim, from ``outputs`` (its system's predictions, hop_traces and, when
+    present, claim_metrics), ready for :func:`render_claim_html`; the top ``explained`` passages
+    of each hop, and every gold one, carry ``searcher``'s token matches."""
+    prediction = next((r for r in store.read_table(outputs["predictions"]).to_pylist() if r["uid"] == uid), None)
+    if prediction is None:
+        raise KeyError(f"claim {uid!r} is not among the {system} predictions in {outputs['predictions'].path}")
+    traces = sorted((r for r in store.read_table(outputs["hop_traces"]).to_pylist() if r["uid"] == uid), key=lambda r: r["hop"])
+    claim_rows, gold = _gold(store, claims, gold_facts)
+    claim, claim_gold = claim_rows[uid], gold[uid]
+    gold_pids = {pid for pid, _ in claim_gold}
+    pids = set(gold_pids) | {pid for t in traces for pid in t["retrieved_pids"]}
+    texts = passages_by_pid(store, passages, sentences, pids)
+    sentence = {s.key: s for p in texts.values() for s in p.sentences}
+
+    def facts(pids_, sids, scores) -> tuple[TracedFact, ...]:
+        return tuple(TracedFact(p, s, sentence[(p, s)].title, sentence[(p, s)].text, x, (p, s) in claim_gold) for p, s, x in zip(pids_, sids, scores, strict=True) if (p, s) in sentence)
+
+    hops, context = [], []
+    for t in traces:
+        shown = []
+        for rank, (pid, score) in enumerate(zip(t["retrieved_pids"], t["retrieved_scores"], strict=True)):
+            p = texts.get(pid)
+            title, text = (p.title, " ".join(s.text for s in p.sentences)) if p else (str(pid), "")
+            matches = ()
+            if searcher is not None and (rank < explained or pid in gold_pids):
+                matches = tuple(searcher.explain(claim["claim"], context, passage_text(title, text))[1])
+            shown.append(TracedPassage(pid, title, text, score, pid in gold_pids, matches))
+        kept = facts(t["kept_pids"], t["kept_sids"], t["kept_scores"])
+        hops.append(TracedHop(t["hop"], tuple(shown), facts(t["stage1_pids"], t["stage1_sids"], t["stage1_scores"]), kept))
+        context = [fact_text(f.title, f.text) for f in kept]
+    metrics = {}
+    if "claim_metrics" in outputs:
+        row = next((r for r in store.read_table(outputs["claim_metrics"]).to_pylist() if r["uid"] == uid), {})
+        metrics = {m: row.get(m) for m in METRICS}
+    return ClaimTrace(
+        uid, system, claim["claim"], int(claim["num_hops"]), claim["label"], prediction["label"], prediction["prob_supported"], tuple(hops),
+        facts(prediction["fact_pids"], prediction["fact_sids"], prediction["fact_scores"]),
+        tuple(TracedFact(p, s, sentence[(p, s)].title, sentence[(p, s)].text, None, True) for p, s in sorted(claim_gold) if (p, s) in sentence),
+        metrics,
+    )
+
+
+def worst_claims(rows: Sequence[dict], n: int) -> list[str]:
+    """The ``n`` claims the system did worst on: lowest passage F1, then wrong label, then most hops."""
+    ranked = sorted(rows, key=lambda r: (r["passage_f1"], r["label_accuracy"] or 0.0, -r["num_hops"], r["uid"]))
+    return [r["uid"] for r in ranked[:n]]
+
+
+@task(name="evaluation-report", task_run_name="evaluation-report · {split}")
+def evaluation_report(
+    store_root: str,
+    outputs: dict[str, dict[str, ArtifactRef]],
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    models: dict[str, ArtifactRef],
+    config: BaleenConfig,
+    split: str,
+    run_id: str,
+) -> dict:
+    """The metric table (systems × hop counts, bootstrap intervals), throughput, three plots and
+    HTML traces of the full system's worst claims: files under ``reports/<run>/evaluation/`` and
+    Prefect table, markdown and link artifacts."""
+    store, ev = ArtifactStore(store_root), config.evaluation
+    metric_rows = {system: store.read_table(refs["claim_metrics"]).to_pylist() for system, refs in outputs.items()}
+    summary = summary_rows(metric_rows, ev.bootstrap, ev.seed)
+    throughput = {system: refs["predictions"].manifest.stats for system, refs in outputs.items()}
+    _, gold = _gold(store, claims, gold_facts)
+    retrieved: dict[str, dict[str, list[int]]] = {}
+    for system, refs in outputs.items():
+        by_uid = retrieved.setdefault(system, {})
+        for t in sorted(store.read_table(refs["hop_traces"], ["uid", "hop", "retrieved_pids"]).to_pylist(), key=lambda t: (t["uid"], t["hop"])):
+            by_uid.setdefault(t["uid"], []).extend(t["retrieved_pids"])
+    plots = {
+        "metrics-by-hops.png": metrics_by_hops_plot(summary),
+        "retrieval-at-k.png": retrieval_curve_plot(retrieved, {uid: {pid for pid, _ in g} for uid, g in gold.items()}),
+        "gold-first-found.png": first_found_plot(metric_rows),
+    }
+    paths = {name: store.write_report(run_id, f"evaluation/{name}", data) for name, data in plots.items()}
+    traces = []
+    main = "baleen" if "baleen" in outputs else next(iter(outputs))
+    if ev.worst_claims:
+        searcher = None
+        if main != "bm25-multihop":
+            searcher = system_retriever(store, main, config, models, passages, sentences)
+        for uid in worst_claims(metric_rows[main], ev.worst_claims):
+            trace = claim_trace(store, main, uid, outputs[main], claims, gold_facts, passages, sentences, searcher)
+            traces.append(store.write_report(run_id, f"evaluation/traces/{main}-{uid}.html", render_claim_html(trace)))
+    table = markdown_table(summary, throughput)
+    systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
+    trace_links = "\n".join(f"- [{p.stem}]({p.as_uri()})" for p in traces)
+    markdown = (
+        f"# Evaluation on {split} ({metric_rows[main] and len(metric_rows[main])} claims)\n\n{systems}\n\n{table}\n"
+        + "\n".join(f"![{name}]({path.name})" for name, path in paths.items())
+        + (f"\n\n## Traces of the worst claims ({main})\n\n{trace_links}\n" if traces else "\n")
+    )
+    report = store.write_report(run_id, "evaluation/report.md", markdown)
+    publish_table(
+        key=f"evaluation-{split}",
+        table=[{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if not k.endswith("_ci")} for row in summary],
+        description=f"HoVer metrics on {split}, every system × hop count (bootstrap intervals in {report})",
+    )
+    publish_markdown(key=f"evaluation-{split}-report", markdown=markdown, description=f"Evaluation report ({report})")
+    for path in traces[:1]:
+        publish_link(key=f"evaluation-{split}-worst-trace", link=path.as_uri(), description=f"HTML trace of the worst {main} claim; the others are beside it in {path.parent}")
+    run_logger().info("evaluation report: %s\n%s", report, table)
+    return {"report": str(report), "summary": summary, "plots": [str(p) for p in paths.values()], "traces": [str(p) for p in traces]}

@@ -1,0 +1,98 @@
+"""The whole pipeline on the tiny demo world, evaluation included: every system's predictions,
+traces and metrics, the gate, SQL that reproduces the metrics, the report, reuse on a rerun."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from baleen_core.config import SYSTEMS
+from baleen_storage import ArtifactStore
+from baleen_storage.catalog import query
+
+
+@pytest.fixture(scope="module")
+def evaluated_world(prefect_server, tmp_path_factory):
+    """The whole pipeline once for this module (training and evaluating take minutes)."""
+    from baleen_core.demo_world import write_demo_world
+    from baleen_flows.pipeline import pipeline_flow
+    from helpers import TINY
+
+    tmp_path = tmp_path_factory.mktemp("evaluated")
+    world = write_demo_world(tmp_path / "demo", TINY)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 1}\n"
+        "training: {flipr: {batch_size: 8}, stage1: {max_examples: 40}, stage2: {max_examples: 40}, reader: {max_examples: 20, epochs: 1}}\n"
+        "evaluation: {worst_claims: 2, bootstrap: 200}\n"
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BALEEN_STORE", str(tmp_path / "store"))
+        refs = pipeline_flow(str(world), str(config))
+        yield ArtifactStore(tmp_path / "store"), str(config), refs
+
+
+def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
+    store, config, refs = evaluated_world
+    expected = {"corpus/passages", "claims/claims", "index/flipr_index", "training/labels-r0", "training/flipr-r0/index", "training/reader"}
+    expected |= {f"evaluation/{system}/{name}" for system in SYSTEMS for name in ("predictions", "hop_traces", "claim_metrics")}
+    assert expected <= set(refs)
+    assert len({ref.manifest.run_id for ref in refs.values()}) == 1
+    assert refs["index/index_passages"].rows == refs["corpus/passages"].rows == 118
+
+    # every system verified the 12 dev claims, and the gate checked its traces
+    per_system = query(store, "SELECT system, count(*) AS n, count(DISTINCT uid) AS claims FROM predictions GROUP BY ALL ORDER BY ALL").to_pylist()
+    assert per_system == [{"system": s, "n": 12, "claims": 12} for s in sorted(SYSTEMS)]
+    gates = query(store, "SELECT count(*) AS n, bool_and(success) AS ok FROM validations WHERE artifact = 'predictions'").to_pylist()
+    assert gates == [{"n": len(SYSTEMS), "ok": True}]
+
+    # multi-hop systems hop num_hops times with 25 new passages each; single-hop retrieves 25 × H once
+    hops = query(
+        store,
+        "SELECT t.system, bool_and(p.hops = c.num_hops) AS hops_ok, bool_and(n = 25 * c.num_hops) AS retrieved_ok FROM predictions p "
+        "JOIN claims c USING (uid) JOIN (SELECT system, uid, sum(len(retrieved_pids)) AS n FROM hop_traces GROUP BY ALL) t USING (system, uid) "
+        "GROUP BY ALL ORDER BY ALL",
+    ).to_pylist()
+    assert {r["system"]: r["retrieved_ok"] for r in hops} == dict.fromkeys(sorted(SYSTEMS), True)
+    assert {r["system"]: r["hops_ok"] for r in hops} == {s: s != "single-hop" for s in sorted(SYSTEMS)}
+
+    # passage F1 recomputed in plain SQL from predictions and gold_facts equals claim_metrics
+    recomputed = query(
+        store,
+        "WITH pred AS (SELECT system, uid, list_distinct(fact_pids) AS pids FROM predictions), "
+        "gold AS (SELECT uid, list(DISTINCT pid) AS pids FROM gold_facts GROUP BY uid), "
+        "hits AS (SELECT system, uid, len(list_intersect(pred.pids, gold.pids)) AS h, len(pred.pids) AS np, len(gold.pids) AS ng FROM pred JOIN gold USING (uid)) "
+        "SELECT max(abs(CASE WHEN h = 0 THEN 0 ELSE 2.0 * h / (np + ng) END - m.passage_f1)) AS worst FROM hits JOIN claim_metrics m USING (system, uid)",
+    ).to_pylist()
+    assert recomputed[0]["worst"] < 1e-9
+    bounds = query(store, "SELECT min(least(passage_f1, sentence_f1, retrieval_at_100)) AS lo, max(greatest(passage_f1, sentence_f1, retrieval_at_100)) AS hi FROM claim_metrics").to_pylist()[0]
+    assert 0 <= bounds["lo"] <= bounds["hi"] <= 1
+
+    # the report: markdown table for every system, three plots, HTML traces of the 2 worst claims
+    reports = store.root / "reports" / refs["corpus/passages"].manifest.run_id / "evaluation"
+    markdown = (reports / "report.md").read_text()
+    assert all(f"| {system} | all |" in markdown for system in SYSTEMS)
+    assert all((reports / name).read_bytes().startswith(b"\x89PNG") for name in ("metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"))
+    pages = sorted((reports / "traces").glob("baleen-*.html"))
+    assert len(pages) == 2 and "Hop 1" in pages[0].read_text() and "counted" in pages[0].read_text()
+
+
+def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, tmp_path):
+    from baleen_flows.cli import app
+    from baleen_flows.evaluation import evaluation_flow
+
+    store, config, refs = evaluated_world
+    again = evaluation_flow(config)
+    assert all(again[key].manifest.run_id == refs[f"evaluation/{key}"].manifest.run_id for key in again)  # nothing recomputed
+
+    claim = query(store, "SELECT c.uid, c.claim FROM claims c WHERE c.split = 'dev' ORDER BY uid LIMIT 1").to_pylist()[0]
+    result = CliRunner().invoke(app, ["verify", claim["claim"], "--hops", "2", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert "hop 1" in result.output and "hop 2" in result.output and "verdict" in result.output
+
+    out = tmp_path / "trace.html"
+    result = CliRunner().invoke(app, ["explain", claim["uid"], "--config", config, "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert claim["claim"].split()[0] in out.read_text() and "Gold facts" in out.read_text()
+    result = CliRunner().invoke(app, ["explain", "no-such-claim", "--config", config])
+    assert result.exit_code == 2 and "no-such-claim" in result.output
