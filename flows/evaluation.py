@@ -1,5 +1,6 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
+    calibrate-stage2 (the stage-2 threshold, on held-out training claims)
     for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
         verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
@@ -16,6 +17,7 @@ from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_trained_index
 from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.condensing import calibrate_stage2
 from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
 from baleen_tasks.validation import validate_artifact
 
@@ -50,6 +52,9 @@ def evaluation_flow(
     passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     models = trained_models(store, models)
+    if config.evaluation.calibrate_stage2:
+        calibrated = calibrate_stage2(root, models["stage1"], models["stage2"], claims, gold_facts, passages, sentences, config.condenser)
+        config = config.model_copy(update={"condenser": config.condenser.model_copy(update={"stage2_threshold": calibrated["threshold"]})})
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}
     for system in config.evaluation.systems:

@@ -14,7 +14,8 @@ from dataclasses import replace
 
 from prefect import task
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, calibrate_threshold, condense_stage2
+from baleen_core.condensing.condense import kept_f1, kept_facts
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages, summarize_by_hops
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.training.condenser_trainer import (
@@ -29,7 +30,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage2,
 )
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
-from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
 from baleen_tasks.index import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, run_logger
@@ -290,3 +291,45 @@ def evaluate_condensers(
     publish_table(key=f"condensers-{split}", table=summary, description=f"Condensers and reader on the gold passages of {split} claims")
     run_logger().info("condensers on %s: %s", split, [row for row in summary if row["hops"] == "all"])
     return summary
+
+
+@task(name="calibrate-stage2")
+def calibrate_stage2(
+    store_root: str,
+    stage1: ArtifactRef,
+    stage2: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    condenser: CondenserConfig,
+) -> dict:
+    """The stage-2 threshold that maximises kept-fact F1 on the training claims stage 2 held out
+    (the same claims its validation curve used: never the evaluated split)."""
+    store = ArtifactStore(store_root)
+    training = Stage2TrainingConfig.model_validate(stage2.manifest.params["training"])
+    labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
+    if labels is None:
+        raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
+    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, training.negative_passages, max_hops=training.max_examples)
+    _, held = split_held_out(hops, training.validation_share, training.seed)
+    if not held:
+        run_logger().warning("stage 2 held out no claims (validation_share = 0): keeping threshold %s", condenser.stage2_threshold)
+        return {"threshold": condenser.stage2_threshold, "held_out_claims": 0}
+    first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
+    examples = stage2_examples(first, held, condenser, training)
+    scores = condense_stage2(second, [e.claim for e in examples], [list(e.facts) for e in examples], condenser)
+    gold = [list(e.gold) for e in examples]
+    threshold, f1 = calibrate_threshold(scores, gold)
+    result = {
+        "threshold": round(threshold, 4),
+        "held_out_claims": len({h.uid for h in held}),
+        "held_out_hops": len(held),
+        "kept_f1": round(f1, 4),
+        "kept_f1_at_0": round(kept_f1(scores, gold, 0.0), 4),
+        "mean_kept": round(sum(len(kept_facts(s, s, threshold=threshold)) for s in scores) / len(scores), 2),
+    }
+    publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on held-out training claims")
+    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", result["held_out_claims"], result)
+    return result
+

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, calibrate_threshold, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.condense import ScoredSentence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
@@ -64,3 +64,21 @@ def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
     assert [len(x) for x in scores] == [3, 1]
     probs = read_verdicts(reader, ["c1", "c2", "c3"], [["A | a."], [], ["B | b.", "C | c."]], ReaderConfig(device="cpu"))
     assert len(probs) == 3 and all(0 < p < 1 for p in probs)
+
+
+def test_kept_facts_with_a_threshold():
+    s = ["a", "b", "c"]
+    assert kept_facts(s, [-0.5, -1.0, -2.0], threshold=-1.5) == [("a", -0.5), ("b", -1.0)]
+    assert kept_facts(s, [3.0, 2.0, 1.0], threshold=2.5) == [("a", 3.0)]
+
+
+def test_calibrated_threshold_maximises_held_out_f1_hand_worked():
+    # an under-confident stage 2: gold facts score around -1, the others around -3; at 0 only the
+    # always-kept best fact survives (F1 2/3 and 1/2), at the midpoint -2 exactly the gold ones do
+    scores = [[-0.9, -1.1, -3.0], [-1.0, -2.9, -3.2, -1.2, -0.8], [-3.0, -3.1]]
+    gold = [[True, True, False], [True, False, False, True, True], [False, False]]  # the last hop has no gold: skipped
+    threshold, f1 = calibrate_threshold(scores, gold)
+    assert -2.9 < threshold < -1.2 and f1 == 1.0
+    assert calibrate_threshold([[2.0, -2.0]], [[True, False]]) == (0.0, 1.0)  # already separated at 0: 0 wins the tie
+    with pytest.raises(ValueError, match="no held-out hop"):
+        calibrate_threshold([[1.0]], [[False]])
