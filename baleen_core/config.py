@@ -333,16 +333,16 @@ class BaleenConfig(_Strict):
 
 def demo_preset() -> BaleenConfig:
     """The settings ``baleen demo`` uses when no config is given: the default models on small
-    training budgets, one label round, and an evaluation of 30 dev claims, so the whole demo
+    training budgets, one label round, and an evaluation of 16 dev claims, so the whole demo
     trains and evaluates on a 2-core CPU in about 10 minutes. Real runs (hover-mini,
     HoVer) use the defaults or their own config."""
     return BaleenConfig(
         labels=LabelConfig(rounds=1),  # on 300 training claims a second round memorises them (README)
-        evaluation=EvaluationConfig(max_claims=30),
+        evaluation=EvaluationConfig(max_claims=16),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
-            stage1=Stage1TrainingConfig(max_examples=360, negative_passages=1),
-            stage2=Stage2TrainingConfig(max_examples=360, negative_passages=1),
-            reader=ReaderTrainingConfig(max_examples=200, epochs=1, negative_passages=1),
+            stage1=Stage1TrainingConfig(max_examples=240, negative_passages=1),
+            stage2=Stage2TrainingConfig(max_examples=240, negative_passages=1),
+            reader=ReaderTrainingConfig(max_examples=150, epochs=1, negative_passages=1),
         )
     )

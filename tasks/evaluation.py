@@ -402,7 +402,7 @@ def evaluation_report(
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
     trace_links = "\n".join(f"- [{p.stem}]({p.as_uri()})" for p in traces)
     markdown = (
-        f"# Evaluation on {split} ({metric_rows[main] and len(metric_rows[main])} claims)\n\n{systems}\n\n{table}\n"
+        f"# Evaluation on {split} ({len(metric_rows[main])} claims, stage-2 threshold {config.condenser.stage2_threshold})\n\n{systems}\n\n{table}\n"
         + "\n".join(f"![{name}]({path.name})" for name, path in paths.items())
         + (f"\n\n## Traces of the worst claims ({main})\n\n{trace_links}\n" if traces else "\n")
     )
