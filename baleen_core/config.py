@@ -318,6 +318,10 @@ class BaleenConfig(_Strict):
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
 
+    def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
+        """The same settings with ``condenser.stage2_threshold`` replaced (a calibrated one)."""
+        return self.model_copy(update={"condenser": self.condenser.model_copy(update={"stage2_threshold": threshold})})
+
     @classmethod
     def load(cls, path: Path | str | None) -> BaleenConfig:
         """Load from a YAML or JSON file, or the defaults when ``path`` is None."""

@@ -227,7 +227,7 @@ def verify(
         claims = db.latest("claims", "claims")
         gold_facts = db.get("gold_facts", claims.manifest.run_id, "claims")
         threshold = calibrate_stage2.fn(str(db.root), models["stage1"], models["stage2"], claims, gold_facts, passages, sentences, cfg.condenser)["threshold"]
-        cfg = cfg.model_copy(update={"condenser": cfg.condenser.model_copy(update={"stage2_threshold": threshold})})
+        cfg = cfg.with_stage2_threshold(threshold)
         typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {threshold}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
     stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))

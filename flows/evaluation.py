@@ -54,7 +54,7 @@ def evaluation_flow(
     models = trained_models(store, models)
     if config.evaluation.calibrate_stage2:
         calibrated = calibrate_stage2(root, models["stage1"], models["stage2"], claims, gold_facts, passages, sentences, config.condenser)
-        config = config.model_copy(update={"condenser": config.condenser.model_copy(update={"stage2_threshold": calibrated["threshold"]})})
+        config = config.with_stage2_threshold(calibrated["threshold"])
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}
     for system in config.evaluation.systems:
