@@ -294,6 +294,17 @@ class EvaluationConfig(_Strict):
     )
 
 
+class OrchestrationConfig(_Strict):
+    """Where the mapped tasks (one per index shard) run. ``sequential`` encodes the shards one
+    after another in the flow's process; ``dask`` spreads them over a Dask cluster: the one at
+    ``dask_address`` (``tcp://scheduler:8786``, started with ``dask scheduler`` and
+    ``dask worker``), or, without an address, a LocalCluster of ``dask_workers`` processes."""
+
+    task_runner: Literal["sequential", "dask"] = Field(default="sequential", description="sequential, or dask (needs the `dask` extra).")
+    dask_address: str | None = Field(default=None, description="Scheduler of an existing Dask cluster; None = start a LocalCluster.")
+    dask_workers: int = Field(default=2, ge=1, description="LocalCluster worker processes (one thread each).")
+
+
 def default_store_root() -> Path:
     """$BALEEN_STORE, else <baleen home>/store."""
     env = os.environ.get("BALEEN_STORE")
@@ -312,6 +323,7 @@ class BaleenConfig(_Strict):
     reader: ReaderConfig = ReaderConfig()
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    orchestration: OrchestrationConfig = OrchestrationConfig()
 
     @field_validator("store_root")
     @classmethod

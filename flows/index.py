@@ -6,10 +6,15 @@ from pathlib import Path
 
 from prefect import flow
 
-from baleen_core.config import BaleenConfig
+from prefect.futures import wait
+from prefect.utilities.annotations import unmapped
+
+from baleen_core.config import BaleenConfig, IndexConfig, RetrieverConfig
+from baleen_core.retrieval import ShardPlan
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.index import build_flipr_index, encode_index_shard, plan_index_shards, train_index_codec
+from baleen_tasks.runners import task_runner
 from baleen_tasks.validation import validate_artifact
 
 
@@ -36,11 +41,32 @@ def index_flow(
 
     plan = plan_index_shards(root, passages, config.index)
     codec = train_index_codec(root, passages, sentences, retriever, config.index, run_id, force, tag)
-    shards = [
-        encode_index_shard(root, passages, sentences, codec, shard, retriever, config.index, run_id, force, tag)
-        for shard in plan
-    ]
+    encode = encode_shards.with_options(task_runner=task_runner(config.orchestration))
+    shards = encode(root, passages, sentences, codec, plan, retriever, config.index, run_id, force, tag)
     refs = build_flipr_index(root, passages, codec, shards, retriever, run_id, force, tag)
     validate_artifact(root, "index_passages", {"passages": passages, "index_passages": refs["index_passages"]})
     refresh_catalog(root)
     return refs
+
+
+@flow(name="encode-shards", flow_run_name="encode-shards · {run_id}", log_prints=True)
+def encode_shards(
+    store_root: str,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    codec: ArtifactRef,
+    plan: list[ShardPlan],
+    retriever: RetrieverConfig,
+    config: IndexConfig,
+    run_id: str,
+    force: bool = False,
+    tag: str | None = None,
+) -> list[ArtifactRef]:
+    """One mapped task per shard, on the task runner ``orchestration`` picks (sequential, or a
+    Dask cluster); the shards come back in plan order for the merge."""
+    futures = encode_index_shard.map(
+        unmapped(store_root), unmapped(passages), unmapped(sentences), unmapped(codec), plan,
+        unmapped(retriever), unmapped(config), unmapped(run_id), unmapped(force), unmapped(tag),
+    )
+    wait(futures)
+    return [future.result() for future in futures]

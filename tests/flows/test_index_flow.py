@@ -1,7 +1,12 @@
-"""The index flow end to end on a tiny demo world: artifacts, gate, SQL, resume after a crash, CLI."""
+"""The index flow end to end on a tiny demo world: artifacts, gate, SQL, the Dask path, CLI."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -10,27 +15,38 @@ from baleen_storage.catalog import query
 from baleen_storage.indexes import open_index
 
 
-@pytest.fixture
-def indexed_world(prefect_server, tiny_world, tmp_path, monkeypatch):
-    """A tiny demo world ingested into a fresh store, and a config with 3 shards of ≤ 40 passages."""
-    from baleen_flows.ingest import ingest_flow
+@dataclass
+class IndexedWorld:
+    store: ArtifactStore
+    config: str
+    refs: dict
+    ingested: Path  # a copy of the store taken before indexing
 
-    monkeypatch.setenv("BALEEN_STORE", str(tmp_path / "store"))
-    ingest_flow(str(tiny_world))
-    config = tmp_path / "config.yaml"
-    config.write_text("index:\n  shard_passages: 40\n  batch_size: 16\nretriever:\n  device: cpu\n")
-    return ArtifactStore(tmp_path / "store"), str(config)
+
+@pytest.fixture(scope="module")
+def indexed_world(prefect_server, tmp_path_factory) -> IndexedWorld:
+    """The tiny demo world ingested and indexed once for this module: 3 shards of ≤ 40 passages,
+    fp16 copies kept (the Dask test compares vectors)."""
+    from baleen_core.demo_world import write_demo_world
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
+    from helpers import TINY
+
+    tmp = tmp_path_factory.mktemp("indexed")
+    store = ArtifactStore(tmp / "store")
+    config = tmp / "config.yaml"
+    config.write_text(f"store_root: {store.root}\nindex: {{shard_passages: 40, batch_size: 16, keep_fp16: true}}\nretriever: {{device: cpu}}\n")
+    ingest_flow(str(write_demo_world(tmp / "demo", TINY)), str(config))
+    shutil.copytree(store.root, tmp / "ingested")
+    return IndexedWorld(store, str(config), index_flow(str(config)), tmp / "ingested")
 
 
 def test_index_flow_builds_a_validated_queryable_index(indexed_world):
-    from baleen_flows.index import index_flow
-
-    store, config = indexed_world
-    refs = index_flow(config)
+    store, refs = indexed_world.store, indexed_world.refs
     stats = refs["flipr_index"].manifest.stats
     assert refs["index_passages"].rows == 118 and stats["n_passages"] == 118
     assert [s["passages"] for s in stats["shards"]] == [40, 40, 38]
-    assert stats["bytes_per_token"] == 32 + 2 and stats["dim"] == 128
+    assert stats["bytes_per_token"] == 32 + 2 and stats["dim"] == 128 and stats["fp16_bytes_per_token"] == 2 * 128
     assert stats["n_tokens"] == sum(s["tokens"] for s in stats["shards"])
     rows = query(store, "SELECT count(*) AS n, sum(n_tokens) AS tokens FROM index_passages i JOIN passages p USING (pid)").to_pylist()
     assert rows == [{"n": 118, "tokens": stats["n_tokens"]}]
@@ -43,38 +59,40 @@ def test_index_flow_builds_a_validated_queryable_index(indexed_world):
     assert index.n_passages == 118 and index.n_tokens == stats["n_tokens"]
 
 
-def test_killed_index_run_resumes_at_the_first_unfinished_shard(indexed_world, monkeypatch):
-    import baleen_tasks.index as index_tasks
+def test_dask_local_cluster_builds_the_same_index_as_sequential(indexed_world, tmp_path):
+    """The shards as mapped tasks on a 2-worker Dask LocalCluster: same passages in the same
+    places, same vectors within float tolerance, as one process encoding them in turn."""
     from baleen_flows.index import index_flow
 
-    store, config = indexed_world
-    real_encode, calls = index_tasks.encode_shard, []
+    store, sequential = indexed_world.store, indexed_world.refs
+    dask_store = tmp_path / "dask-store"
+    shutil.copytree(indexed_world.ingested, dask_store)  # the same ingested passages, not yet indexed
+    config = tmp_path / "dask.yaml"
+    config.write_text(
+        f"store_root: {dask_store}\nindex: {{shard_passages: 40, batch_size: 16, keep_fp16: true}}\nretriever: {{device: cpu}}\n"
+        "orchestration: {task_runner: dask, dask_workers: 2}\n"
+    )
+    dask = index_flow(str(config))
 
-    def crash_on_second_shard(*args, **kwargs):
-        calls.append(len(args[2]))
-        if len(calls) == 2:
-            raise RuntimeError("simulated crash in shard 1")
-        return real_encode(*args, **kwargs)
-
-    monkeypatch.setattr(index_tasks, "encode_shard", crash_on_second_shard)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        index_flow(config)
-    assert [r.manifest.producer for r in store.refs("flipr_shard")] == ["shard-00000"]
-    assert store.refs("flipr_index") == [] and not list((store.root / "tmp").glob("flipr_shard-*"))
-
-    calls.clear()
-    monkeypatch.setattr(index_tasks, "encode_shard", lambda *a, **k: calls.append(len(a[2])) or real_encode(*a, **k))
-    refs = index_flow(config)
-    assert calls == [40, 38]  # shard 0 and the codec were reused, only shards 1 and 2 encoded
-    assert len(store.refs("flipr_codec")) == 1 and refs["index_passages"].rows == 118
+    columns = "pid, position, shard, n_tokens"
+    assert query(store, f"SELECT {columns} FROM index_passages ORDER BY position").to_pylist() == query(
+        ArtifactStore(dask_store), f"SELECT {columns} FROM index_passages ORDER BY position"
+    ).to_pylist()
+    assert [s["passages"] for s in dask["flipr_index"].manifest.stats["shards"]] == [40, 40, 38]
+    for a, b in zip(sequential["flipr_index"].manifest.stats["shards"], dask["flipr_index"].manifest.stats["shards"], strict=True):
+        assert a["producer"] == b["producer"] and a["tokens"] == b["tokens"]
+        shard_a, shard_b = (r / "artifacts" / "flipr_shard" / f"run={s['run_id']}" / f"producer={s['producer']}" for r, s in ((store.root, a), (dask_store, b)))
+        assert np.array_equal(np.load(shard_a / "pids.npy"), np.load(shard_b / "pids.npy"))
+        assert np.array_equal(np.load(shard_a / "doclens.npy"), np.load(shard_b / "doclens.npy"))
+        np.testing.assert_allclose(np.load(shard_a / "fp16.npy").astype(np.float32), np.load(shard_b / "fp16.npy").astype(np.float32), atol=2e-3)
+        # centroid ids may differ only where a residual sits on a border between two centroids
+        assert (np.load(shard_a / "codes.npy") == np.load(shard_b / "codes.npy")).mean() > 0.99
 
 
 def test_search_cli_prints_ranked_passages_and_token_matches(indexed_world):
     from baleen_flows.cli import app
-    from baleen_flows.index import index_flow
 
-    store, config = indexed_world
-    index_flow(config)
+    store, config = indexed_world.store, indexed_world.config
     claim = query(store, "SELECT claim FROM claims ORDER BY uid LIMIT 1").to_pylist()[0]["claim"]
     result = CliRunner().invoke(app, ["search", claim, "-k", "3", "--explain", "1", "--context", "Somewhere | A fact about it.", "--config", config])
     assert result.exit_code == 0, result.output
