@@ -119,6 +119,20 @@ def index(
 
 
 @app.command()
+def labels(
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    round_number: Annotated[int, typer.Option("--round", min=0, help="Label round: 0 = BM25 (labels.round0), r > 0 = FLIPR trained on round r-1.")] = 0,
+    force: ForceOption = False,
+) -> None:
+    """Labels flow: one latent-hop-ordering round on the newest claims (relabel without retraining)."""
+    _use_store(store)
+    from baleen_flows.labels import labels_flow
+
+    _report(labels_flow(_config_arg(config), round_number, None, force))
+
+
+@app.command()
 def train(store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
     """Training flow: latent hop ordering rounds, FLIPR, the condensers and the reader, on the newest claims and index."""
     _use_store(store)

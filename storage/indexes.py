@@ -54,6 +54,14 @@ def open_bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRe
     return Bm25Retriever(table.column("pid").to_pylist(), texts)
 
 
+def index_producer_of_round(round_number: int) -> str:
+    """Producer of the index label round ``round_number`` (≥ 1) searches: FLIPR trained on the
+    labels of round ``round_number - 1``, as the training flow tags it."""
+    if round_number < 1:
+        raise ValueError("round 0 labels with BM25 or the untrained index; trained indexes start at round 1")
+    return f"{PRODUCER}-flipr-r{round_number - 1}"
+
+
 def newest_trained_index(store: ArtifactStore) -> ArtifactRef:
     """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
     of the newest training run)."""

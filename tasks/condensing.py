@@ -32,7 +32,7 @@ from baleen_core.training.condenser_trainer import (
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
-from baleen_tasks.index import GPU_TAG
+from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, run_logger
 from baleen_tasks.training import publish_trained_model
 

@@ -29,7 +29,7 @@ from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_tasks.condensing import passages_by_pid
-from baleen_tasks.index import GPU_TAG
+from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).

@@ -23,9 +23,8 @@ from baleen_core.retrieval.index import IVF_DOCS_FILE, IVF_OFFSETS_FILE, write_s
 from baleen_schemas import FLIPR_CODEC, FLIPR_INDEX, FLIPR_SHARD, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
 from baleen_storage.indexes import PRODUCER
+from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
-
-GPU_TAG = "gpu"
 
 
 def index_producer(tag: str | None) -> str:

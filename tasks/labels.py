@@ -12,6 +12,7 @@ from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, order_
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
+from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
 
 
@@ -43,7 +44,7 @@ def _rows(labels: list[HopLabel], round_number: int, labeller: str) -> pa.Table:
     )
 
 
-@task(name="label-round", task_run_name="label-round · r{round_number} · {labeller}", tags=["gpu"])
+@task(name="label-round", task_run_name="label-round · r{round_number} · {labeller}", tags=[GPU_TAG])
 def label_round(
     store_root: str,
     claims: ArtifactRef,

@@ -1,8 +1,14 @@
-"""Retry policy: retry transient I/O, never deterministic failures (bad input, failed gates)."""
+"""Run policies shared by the tasks: which tasks hold the GPU, and which failures are retried
+(transient I/O, never deterministic failures such as bad input or a failed gate)."""
 
 from __future__ import annotations
 
 from baleen_core.rejects import InputError
+
+#: Tag of every task that runs a model (encoding, training, labelling, verifying). A Prefect tag
+#: concurrency limit on it (`prefect concurrency-limit create gpu 1`) lets one such task run at a
+#: time across all flow runs, so two runs never share one GPU's memory.
+GPU_TAG = "gpu"
 
 
 def retry_on_transient_io(task, task_run, state) -> bool:

@@ -18,7 +18,8 @@ from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_searcher
-from baleen_tasks.index import GPU_TAG, encoder_fingerprint
+from baleen_tasks.index import encoder_fingerprint
+from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, run_logger
 
 
