@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import bz2
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from baleen_core.config import DemoConfig
@@ -27,3 +32,47 @@ def passage(pid: int, title: str, *sentences: str):
 
 #: The tiny demo world of the flow tests: 118 passages, 30 train and 12 dev claims.
 TINY = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6, n_distractors=15, n_train_claims=30, n_dev_claims=12)
+
+
+# --- real processes: runs of the `baleen` CLI that report to the session's Prefect test server ---
+
+BALEEN_CLI = str(Path(sys.executable).parent / "baleen")
+
+
+def start_cli(args: list[str], store_root: Path, log: Path) -> subprocess.Popen:
+    """Start ``baleen <args>`` in a session of its own (so a kill reaches every process it
+    started), on ``store_root``, reporting to the current Prefect API."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "BALEEN_STORE": str(store_root), "PREFECT_API_URL": PREFECT_API_URL.value()}
+    return subprocess.Popen([BALEEN_CLI, *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_when(process: subprocess.Popen, ready, log: Path, timeout: float = 300) -> None:
+    """SIGKILL the process group as soon as ``ready()`` is true; fail if the run ends first."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"the run ended (rc {process.returncode}) before it could be killed:\n{log.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"nothing to kill at after {timeout} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+
+
+def published(store_root: Path, name: str) -> dict[str, str]:
+    """producer → run id of every published ``name`` artifact (read from the directories)."""
+    manifests = (store_root / "artifacts" / name).glob("run=*/producer=*/_manifest.json")
+    return {m.parent.name.removeprefix("producer="): m.parent.parent.name.removeprefix("run=") for m in manifests}
+
+
+def assert_no_partial_artifacts(store_root: Path) -> None:
+    """Every artifact directory holds its manifest and every file the manifest lists."""
+    for directory in (store_root / "artifacts").glob("*/run=*/producer=*"):
+        manifest = json.loads((directory / "_manifest.json").read_text())
+        assert all((directory / name).exists() for name in manifest["files"]), directory

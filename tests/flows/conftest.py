@@ -1,14 +1,77 @@
-"""Fixtures of the flow tests: a tiny demo world (118 passages, 42 claims) written to a temp dir."""
+"""Fixtures of the flow tests: a tiny demo world (118 passages, 42 claims) written to a temp dir,
+and the whole pipeline run once per session on it."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from baleen_core.demo_world import write_demo_world
-from helpers import TINY
+from baleen_storage import ArtifactRef, ArtifactStore
+from helpers import TINY, kill_when, published, start_cli
+
+#: Small budgets that still train: two label rounds (round 0 with the untrained FLIPR), two epochs
+#: each, so the loss can fall and a run killed after FLIPR's first epoch has one left to resume;
+#: 5 passages per hop keep the evaluation of five systems quick.
+PIPELINE_CONFIG = (
+    "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 2, round0: flipr, depth: 50}\n"
+    "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2, max_examples: 40}, stage2: {epochs: 2, max_examples: 40},"
+    " reader: {epochs: 2, batch_size: 8, max_examples: 20}}\n"
+    "evaluation: {k: 5, worst_claims: 2, bootstrap: 200}\n"
+)
 
 
 @pytest.fixture
 def tiny_world(tmp_path):
     """Upstream files of the tiny world, in hover-mini layout."""
     return write_demo_world(tmp_path / "demo", TINY)
+
+
+@dataclass
+class KilledTraining:
+    """What a training run left behind when it was SIGKILLed after FLIPR's first epoch."""
+
+    published: dict[str, dict[str, str]]  # artifact name → producer → run id
+    epoch0_steps: list[dict]  # the first epoch's step records, from its checkpoint
+
+
+@dataclass
+class PipelineWorld:
+    store: ArtifactStore
+    config: str
+    refs: dict[str, ArtifactRef]
+    killed: KilledTraining
+
+
+@pytest.fixture(scope="session")
+def pipeline_world(prefect_server, tmp_path_factory) -> PipelineWorld:
+    """The whole pipeline on the tiny world, once per session (training and evaluating take
+    minutes), and the hard way: ingest and index; then `baleen train` in its own process,
+    SIGKILLed as soon as FLIPR's first epoch is checkpointed; then the pipeline flow, which
+    must reuse and resume all of that. tests/flows/test_faults.py checks that it did."""
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.pipeline import pipeline_flow
+
+    tmp = tmp_path_factory.mktemp("pipeline")
+    world = write_demo_world(tmp / "demo", TINY)
+    config = tmp / "config.yaml"
+    config.write_text(PIPELINE_CONFIG)
+    store = ArtifactStore(tmp / "store")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BALEEN_STORE", str(store.root))
+        ingest_flow(str(world), str(config))
+        index_flow(str(config))
+
+        log = tmp / "killed-training.log"
+        first_epoch = lambda: next(iter(store.root.glob("work/flipr-*/epoch-000/trainer_state.pt")), None)  # noqa: E731
+        kill_when(start_cli(["train", "--config", str(config)], store.root, log), lambda: first_epoch() is not None, log)
+        killed = KilledTraining(
+            published={name: published(store.root, name) for name in ("hop_labels", "flipr_checkpoint")},
+            epoch0_steps=json.loads((Path(first_epoch()).parent / "steps.json").read_text()),
+        )
+        refs = pipeline_flow(str(world), str(config))
+        yield PipelineWorld(store, str(config), refs, killed)

@@ -7,29 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from baleen_core.config import SYSTEMS
-from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 
 
-@pytest.fixture(scope="module")
-def evaluated_world(prefect_server, tmp_path_factory):
-    """The whole pipeline once for this module (training and evaluating take minutes)."""
-    from baleen_core.demo_world import write_demo_world
-    from baleen_flows.pipeline import pipeline_flow
-    from helpers import TINY
-
-    tmp_path = tmp_path_factory.mktemp("evaluated")
-    world = write_demo_world(tmp_path / "demo", TINY)
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 1}\n"
-        "training: {flipr: {batch_size: 8}, stage1: {max_examples: 40}, stage2: {max_examples: 40}, reader: {max_examples: 20, epochs: 1}}\n"
-        "evaluation: {worst_claims: 2, bootstrap: 200}\n"
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BALEEN_STORE", str(tmp_path / "store"))
-        refs = pipeline_flow(str(world), str(config))
-        yield ArtifactStore(tmp_path / "store"), str(config), refs
+@pytest.fixture
+def evaluated_world(pipeline_world):
+    """The session's pipeline run (conftest.py): store, config path, the pipeline's outputs."""
+    return pipeline_world.store, pipeline_world.config, pipeline_world.refs
 
 
 def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
@@ -37,7 +21,10 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     expected = {"corpus/passages", "claims/claims", "index/flipr_index", "training/labels-r0", "training/flipr-r0/index", "training/reader"}
     expected |= {f"evaluation/{system}/{name}" for system in SYSTEMS for name in ("predictions", "hop_traces", "claim_metrics")}
     assert expected <= set(refs)
-    assert len({ref.manifest.run_id for ref in refs.values()}) == 1
+    # what the pipeline computed carries its run id; ingest and index were reused from earlier runs
+    pipeline_run = refs["evaluation/baleen/predictions"].manifest.run_id
+    assert refs["training/flipr-r1/index"].manifest.run_id == refs["training/reader"].manifest.run_id == pipeline_run
+    assert refs["corpus/passages"].manifest.run_id != pipeline_run
     assert refs["index/index_passages"].rows == refs["corpus/passages"].rows == 118
 
     # every system verified the 12 dev claims, and the gate checked its traces
@@ -46,10 +33,10 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     gates = query(store, "SELECT count(*) AS n, bool_and(success) AS ok FROM validations WHERE artifact = 'predictions'").to_pylist()
     assert gates == [{"n": len(SYSTEMS), "ok": True}]
 
-    # multi-hop systems hop num_hops times with 25 new passages each; single-hop retrieves 25 × H once
+    # multi-hop systems hop num_hops times with k = 5 new passages each (conftest.py); single-hop retrieves 5 × H once
     hops = query(
         store,
-        "SELECT t.system, bool_and(p.hops = c.num_hops) AS hops_ok, bool_and(n = 25 * c.num_hops) AS retrieved_ok FROM predictions p "
+        "SELECT t.system, bool_and(p.hops = c.num_hops) AS hops_ok, bool_and(n = 5 * c.num_hops) AS retrieved_ok FROM predictions p "
         "JOIN claims c USING (uid) JOIN (SELECT system, uid, sum(len(retrieved_pids)) AS n FROM hop_traces GROUP BY ALL) t USING (system, uid) "
         "GROUP BY ALL ORDER BY ALL",
     ).to_pylist()
@@ -69,7 +56,7 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     assert 0 <= bounds["lo"] <= bounds["hi"] <= 1
 
     # the report: markdown table for every system, three plots, HTML traces of the 2 worst claims
-    reports = store.root / "reports" / refs["corpus/passages"].manifest.run_id / "evaluation"
+    reports = store.root / "reports" / pipeline_run / "evaluation"
     markdown = (reports / "report.md").read_text()
     assert all(f"| {system} | all |" in markdown for system in SYSTEMS)
     assert all((reports / name).read_bytes().startswith(b"\x89PNG") for name in ("metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"))

@@ -1,4 +1,5 @@
-"""Label rounds, FLIPR, condenser and reader training end to end on the tiny demo world."""
+"""Label rounds, FLIPR, condenser and reader training end to end on the tiny demo world (the
+session's pipeline run, see conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,34 +7,21 @@ import json
 
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.hop_ordering import claims_from_rows
-from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_searcher
+from helpers import published
 
 
-def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world, tmp_path, monkeypatch):
+def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     from baleen_core.config import BaleenConfig
-    from baleen_flows.index import index_flow
-    from baleen_flows.ingest import ingest_flow
-    from baleen_flows.training import training_flow
 
-    monkeypatch.setenv("BALEEN_STORE", str(tmp_path / "store"))
-    config = tmp_path / "config.yaml"
-    config.write_text(
-        "retriever: {device: cpu}\nindex: {batch_size: 16}\n"
-        "labels: {rounds: 2, round0: flipr, depth: 50}\n"
-        "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2}, stage2: {epochs: 2}, reader: {epochs: 2, batch_size: 8}}\n"
-    )
-    ingest_flow(str(tiny_world), str(config))
-    index_flow(str(config))
-    refs = training_flow(str(config))
-    store = ArtifactStore(tmp_path / "store")
+    store, config, refs = pipeline_world.store, pipeline_world.config, {k.removeprefix("training/"): v for k, v in pipeline_world.refs.items()}
 
     # every round labelled all 30 training claims (90 gold passages), validated
-    per_round = query(store, "SELECT round, labeller, count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels GROUP BY ALL ORDER BY round").to_pylist()
+    per_round = query(store, "SELECT round, labeller, count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels WHERE round < 2 GROUP BY ALL ORDER BY round").to_pylist()
     assert per_round == [{"round": 0, "labeller": "flipr", "n": 90, "claims": 30}, {"round": 1, "labeller": "flipr", "n": 90, "claims": 30}]
-    gates = query(store, "SELECT count(*) AS n, bool_and(success) AS ok FROM validations WHERE artifact = 'hop_labels'").to_pylist()
-    assert gates == [{"n": 2, "ok": True}]
+    gates = query(store, "SELECT count(DISTINCT producer) AS rounds, bool_and(success) AS ok FROM validations WHERE artifact = 'hop_labels'").to_pylist()
+    assert gates == [{"rounds": 2, "ok": True}]
 
     # the loss goes down within each training run
     losses = query(store, "SELECT round, epoch, avg(loss) AS loss FROM training_steps WHERE model = 'flipr' GROUP BY ALL ORDER BY ALL").to_pylist()
@@ -73,3 +61,22 @@ def test_training_reduces_loss_and_improves_retrieval(prefect_server, tiny_world
     assert summary["all"]["claims"] == 12 and set(summary) == {"2", "3", "4", "all"}
     assert all(0 <= summary["all"][m] <= 1 for m in ("sentence_f1", "sentence_em", "all_sentences_f1", "reader_correct_gold", "reader_correct_kept"))
     assert all(row["kept"] >= 1 for rows in report["claims"].values() for row in rows)
+
+
+def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):
+    """Round 1 again reuses the pipeline's labels (same claims, index, settings); round 2 labels
+    with the index of FLIPR trained on round 1 and is compared with round 1."""
+    from typer.testing import CliRunner
+
+    from baleen_flows.cli import app
+    from baleen_flows.labels import labels_flow
+
+    store, config, refs = pipeline_world.store, pipeline_world.config, pipeline_world.refs
+    result = CliRunner().invoke(app, ["labels", "--round", "1", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert published(store.root, "hop_labels")["labels-r1"] == refs["training/labels-r1"].manifest.run_id
+
+    round2 = labels_flow(config, round_number=2)["labels-r2"]
+    assert round2.manifest.params["labeller"] == "flipr" and round2.manifest.inputs["index"] == refs["training/flipr-r1/index"].fingerprint
+    rows = query(store, f"SELECT count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels WHERE round = 2 AND run = '{round2.manifest.run_id}'").to_pylist()
+    assert rows == [{"n": 90, "claims": 30}]
