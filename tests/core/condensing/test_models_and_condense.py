@@ -3,6 +3,8 @@ stage-2 candidates and kept facts follow their documented rules."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 
@@ -24,6 +26,15 @@ def test_checkpoints_round_trip_and_kinds_are_checked(stage1, film, tmp_path):
         SequenceModel.load("reader", tmp_path / "s1", "cpu")
     with pytest.raises(FileNotFoundError, match="cannot download"):
         SequenceModel.load("stage2", tmp_path / "missing", "cpu")
+
+    # a head file that pickles anything but tensors is refused (weights_only=True), never executed
+    torch.save({"weight": _NotATensor()}, tmp_path / "s1" / "head.pt")
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        SequenceModel.load("stage1", tmp_path / "s1", "cpu")
+
+
+class _NotATensor:
+    """What a tampered checkpoint could smuggle in: an arbitrary object to unpickle."""
 
 
 def test_fresh_heads_are_seeded(backbone):

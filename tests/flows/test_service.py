@@ -1,0 +1,168 @@
+"""Run as a service, for real: a Prefect server on 127.0.0.1, the process work pool, every
+deployment of prefect.yaml, a worker, and the demo pipeline triggered through the API; the run,
+its subflows, task runs and artifacts are checked through the API.
+
+Marked ``integration`` (a few minutes on 2 cores): ``pytest -m integration``. Everything the test
+starts runs in its own process group and is stopped by PID with bounded timeouts."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+PROJECT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+POOL = "baleen-process"
+FLOWS = {"corpus", "claims", "ingest", "index", "labels", "training", "evaluation", "pipeline", "demo"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM the process group, SIGKILL it after 20 s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=20)
+
+
+def _every(read) -> list:
+    """Every row of a paginated API read."""
+    rows: list = []
+    while page := read(limit=200, offset=len(rows)):
+        rows += page
+    return rows
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A Prefect server, the work pool, every deployment and a worker; yields (api_url, store)."""
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_API_URL": api,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "BALEEN_STORE": str(tmp_path / "store"),
+        "BALEEN_HOME": str(tmp_path / "home"),
+        "BALEEN_PROJECT_DIR": str(PROJECT),
+    }
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str, log: str) -> subprocess.Popen:
+        process = subprocess.Popen([str(BIN / "prefect"), *args], cwd=PROJECT, env=env, stdout=(tmp_path / log).open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(process)
+        return process
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(BIN / "prefect"), *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    try:
+        server = start("server", "start", "--host", "127.0.0.1", "--port", str(port), log="server.log")
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Prefect server did not come up:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
+            time.sleep(1)
+        run("work-pool", "create", POOL, "--type", "process")
+        run("--no-prompt", "deploy", "--all")
+        run("concurrency-limit", "create", "gpu", "1")  # as the README says: one model task at a time
+        start("worker", "start", "--pool", POOL, "--limit", "1", log="worker.log")
+        yield api, tmp_path
+    finally:
+        for process in reversed(started):
+            _stop(process)
+
+
+def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from helpers import TINY
+
+    api, tmp_path = service
+    config = tmp_path / "demo-config.yaml"
+    config.write_text(yaml.safe_dump({
+        "demo": TINY.model_dump(mode="json"),
+        "retriever": {"device": "cpu"},
+        "index": {"batch_size": 16},
+        "labels": {"rounds": 1},
+        "training": {"flipr": {"batch_size": 8}, "stage1": {"max_examples": 40}, "stage2": {"max_examples": 40}, "reader": {"max_examples": 20}},
+        "evaluation": {"systems": ["baleen", "bm25-multihop"], "worst_claims": 1, "bootstrap": 100},
+    }))
+
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        deployments = {d.name: d for d in client.read_deployments()}
+        assert FLOWS <= set(deployments), f"prefect.yaml is missing deployments: {FLOWS - set(deployments)}"
+        assert all(d.work_pool_name == POOL for d in deployments.values())
+        schedules = {name: [(s.schedule.cron, s.active) for s in d.schedules] for name, d in deployments.items() if d.schedules}
+        assert schedules["evaluation"] == [("0 4 * * *", False)] and schedules["pipeline"] == [("0 3 * * 0", False)]
+
+        run = client.create_flow_run_from_deployment(
+            deployments["demo"].id, parameters={"config_path": str(config), "data_dir": str(tmp_path / "demo-data")}
+        )
+        deadline = time.monotonic() + 1500
+        while not (run := client.read_flow_run(run.id)).state.is_final():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the demo run did not finish in time:\n{(tmp_path / 'worker.log').read_text()[-4000:]}")
+            time.sleep(3)
+        assert run.state.is_completed(), f"{run.state}:\n{(tmp_path / 'worker.log').read_text()[-4000:]}"
+
+        # the pipeline's stages ran as subflows, each completed
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+        pipeline = [c for c in children if c.name.startswith("pipeline")]
+        assert len(pipeline) == 1 and pipeline[0].state.is_completed()
+        stages = client.read_flow_runs(flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[pipeline[0].id])))
+        stage_flows = {client.read_flow(s.flow_id).name for s in stages}
+        assert {"ingest", "index", "training", "evaluation"} <= stage_flows
+        assert all(s.state.is_completed() for s in stages)
+
+        task_runs = _every(client.read_task_runs)
+        assert all(t.state.is_completed() for t in task_runs), [t.name for t in task_runs if not t.state.is_completed()]
+        # "encode-shard · 3" and "train-codec-4cd" are runs of the tasks encode-shard and train-codec
+        task_names = {re.sub(r"-[0-9a-f]{3}$", "", t.name.split(" · ")[0]) for t in task_runs}
+        assert {"ingest-corpus", "ingest-claims", "train-codec", "encode-shard", "build-index", "validate"} <= task_names
+
+        artifacts = _every(client.read_artifacts)
+        assert {"table", "markdown", "progress"} <= {a.type for a in artifacts}
+        keyed = {a.key: a for a in artifacts if a.key}
+        assert {"corpus-ingest", "claims-ingest", "flipr-index", "hop-labels-r0", "evaluation-dev", "evaluation-dev-report", "evaluation-dev-worst-trace"} <= set(keyed)
+        # Prefect stores a link artifact as markdown: [link](file:///…/traces/baleen-<uid>.html)
+        trace = re.search(r"file://(\S+?\.html)", str(keyed["evaluation-dev-worst-trace"].data))
+        assert trace and Path(trace.group(1)).is_file()
+
+        # every gpu-tagged task took the single slot and gave it back
+        gpu = client.read_concurrency_limit_by_tag("gpu")
+        assert gpu.concurrency_limit == 1 and not gpu.active_slots
+
+    # the run wrote its artifacts where the worker's environment said
+    assert list((tmp_path / "store" / "artifacts" / "predictions").glob("run=*/producer=eval-baleen/_manifest.json"))
