@@ -11,6 +11,7 @@ from prefect.utilities.annotations import unmapped
 
 from baleen_core.config import BaleenConfig, IndexConfig, RetrieverConfig
 from baleen_core.retrieval import ShardPlan
+from baleen_flows.run_names import encode_shards_run_name, index_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.index import build_flipr_index, encode_index_shard, plan_index_shards, train_index_codec
@@ -18,7 +19,7 @@ from baleen_tasks.runners import task_runner
 from baleen_tasks.validation import validate_artifact
 
 
-@flow(name="index", flow_run_name="index · {passages_run}", log_prints=True)
+@flow(name="index", flow_run_name=index_run_name, log_prints=True)
 def index_flow(
     config_path: str | None = None,
     passages_run: str | None = None,
@@ -49,7 +50,7 @@ def index_flow(
     return refs
 
 
-@flow(name="encode-shards", flow_run_name="encode-shards · {run_id}", log_prints=True)
+@flow(name="encode-shards", flow_run_name=encode_shards_run_name, log_prints=True)
 def encode_shards(
     store_root: str,
     passages: ArtifactRef,

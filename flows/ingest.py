@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig, DatasetConfig
+from baleen_flows.run_names import on_dataset
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.claims import ingest_claims
@@ -17,7 +18,7 @@ def _setup(dataset_dir: str, config_path: str | None, run_id: str | None) -> tup
     return config, DatasetConfig.discover(dataset_dir), run_id or new_run_id()
 
 
-@flow(name="corpus", flow_run_name="corpus · {dataset_dir}", log_prints=True)
+@flow(name="corpus", flow_run_name=on_dataset("corpus"), log_prints=True)
 def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Sentence-split corpus: sources → passages + sentences (+ rejects), each gated."""
     config, dataset, run_id = _setup(dataset_dir, config_path, run_id)
@@ -29,7 +30,7 @@ def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | 
     return refs
 
 
-@flow(name="claims", flow_run_name="claims · {dataset_dir}", log_prints=True)
+@flow(name="claims", flow_run_name=on_dataset("claims"), log_prints=True)
 def claims_flow(
     dataset_dir: str,
     config_path: str | None = None,
@@ -51,7 +52,7 @@ def claims_flow(
     return refs
 
 
-@flow(name="ingest", flow_run_name="ingest · {dataset_dir}", log_prints=True)
+@flow(name="ingest", flow_run_name=on_dataset("ingest"), log_prints=True)
 def ingest_flow(dataset_dir: str, config_path: str | None = None, force: bool = False, run_id: str | None = None) -> dict[str, ArtifactRef]:
     """Corpus then claims, in one run."""
     run_id = run_id or new_run_id()

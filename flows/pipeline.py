@@ -3,23 +3,23 @@ HoVer evaluation of every system, with its report."""
 
 from __future__ import annotations
 
-from prefect import flow
-
 from pathlib import Path
 
 import yaml
+from prefect import flow
 
 from baleen_core.config import BaleenConfig, demo_preset
 from baleen_core.runtime import baleen_home
 from baleen_flows.evaluation import evaluation_flow
 from baleen_flows.index import index_flow
 from baleen_flows.ingest import ingest_flow
+from baleen_flows.run_names import on_dataset
 from baleen_flows.training import training_flow
 from baleen_storage import ArtifactRef, new_run_id
 from baleen_tasks.demo import generate_demo_world
 
 
-@flow(name="pipeline", flow_run_name="pipeline · {dataset_dir}", log_prints=True)
+@flow(name="pipeline", flow_run_name=on_dataset("pipeline"), log_prints=True)
 def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Run every stage on one dataset directory (hover-mini layout)."""
     run_id = new_run_id()

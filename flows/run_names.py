@@ -1,0 +1,32 @@
+"""Flow run names that read well in the Prefect UI, made from the run's parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from prefect.runtime import flow_run
+
+
+def on_dataset(stage: str) -> Callable[[], str]:
+    """``corpus · hover-mini``: the stage and the dataset folder's name (the full path is in the
+    run's parameters)."""
+
+    def name() -> str:
+        dataset = str(flow_run.parameters.get("dataset_dir") or "")
+        return f"{stage} · {Path(dataset).name or dataset}"
+
+    return name
+
+
+def index_run_name() -> str:
+    """``index · untrained · newest passages`` or ``index · flipr-r0 · passages 2026…``."""
+    params = flow_run.parameters
+    passages = params.get("passages_run")
+    return f"index · {params.get('tag') or 'untrained'} · {f'passages {passages}' if passages else 'newest passages'}"
+
+
+def encode_shards_run_name() -> str:
+    """``encode-shards · flipr-r0 · 3 shards``."""
+    params = flow_run.parameters
+    return f"encode-shards · {params.get('tag') or 'untrained'} · {len(params.get('plan') or [])} shards"
