@@ -16,6 +16,16 @@ apply_runtime_defaults()
 HOVER_MINI = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "hover-mini"
 
 
+@pytest.fixture(autouse=True)
+def _restore_store_env(monkeypatch):
+    """`baleen --store` exports BALEEN_STORE for the rest of its process, which in tests is the
+    rest of the session: put the variable back as it was after every test."""
+    if "BALEEN_STORE" in os.environ:
+        monkeypatch.setenv("BALEEN_STORE", os.environ["BALEEN_STORE"])
+    else:
+        monkeypatch.delenv("BALEEN_STORE", raising=False)
+
+
 @pytest.fixture
 def store(tmp_path):
     from baleen_storage import ArtifactStore

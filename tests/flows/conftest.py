@@ -58,20 +58,17 @@ def pipeline_world(prefect_server, tmp_path_factory) -> PipelineWorld:
 
     tmp = tmp_path_factory.mktemp("pipeline")
     world = write_demo_world(tmp / "demo", TINY)
-    config = tmp / "config.yaml"
-    config.write_text(PIPELINE_CONFIG)
     store = ArtifactStore(tmp / "store")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("BALEEN_STORE", str(store.root))
-        ingest_flow(str(world), str(config))
-        index_flow(str(config))
+    config = tmp / "config.yaml"  # names its store: no test depends on $BALEEN_STORE
+    config.write_text(f"store_root: {store.root}\n{PIPELINE_CONFIG}")
+    ingest_flow(str(world), str(config))
+    index_flow(str(config))
 
-        log = tmp / "killed-training.log"
-        first_epoch = lambda: next(iter(store.root.glob("work/flipr-*/epoch-000/trainer_state.pt")), None)  # noqa: E731
-        kill_when(start_cli(["train", "--config", str(config)], store.root, log), lambda: first_epoch() is not None, log)
-        killed = KilledTraining(
-            published={name: published(store.root, name) for name in ("hop_labels", "flipr_checkpoint")},
-            epoch0_steps=json.loads((Path(first_epoch()).parent / "steps.json").read_text()),
-        )
-        refs = pipeline_flow(str(world), str(config))
-        yield PipelineWorld(store, str(config), refs, killed)
+    log = tmp / "killed-training.log"
+    first_epoch = lambda: next(iter(store.root.glob("work/flipr-*/epoch-000/trainer_state.pt")), None)  # noqa: E731
+    kill_when(start_cli(["train", "--config", str(config)], store.root, log), lambda: first_epoch() is not None, log)
+    killed = KilledTraining(
+        published={name: published(store.root, name) for name in ("hop_labels", "flipr_checkpoint")},
+        epoch0_steps=json.loads((Path(first_epoch()).parent / "steps.json").read_text()),
+    )
+    return PipelineWorld(store, str(config), pipeline_flow(str(world), str(config)), killed)
