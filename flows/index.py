@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow
-
 from prefect.futures import wait
 from prefect.utilities.annotations import unmapped
 

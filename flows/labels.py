@@ -7,8 +7,9 @@ from prefect import flow
 
 from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import index_producer_of_round
+from baleen_storage.indexes import trained_flipr_tag
 from baleen_tasks.catalog import refresh_catalog
+from baleen_tasks.index import index_producer
 from baleen_tasks.labels import label_round, labels_producer
 from baleen_tasks.validation import validate_artifact
 
@@ -33,7 +34,8 @@ def labels_flow(
     labeller = config.labels.round0 if round_number == 0 else "flipr"
     index = None
     if labeller == "flipr":
-        producer = index_producer_of_round(round_number)
+        # round 0 searches the untrained index; round r the one FLIPR trained on round r-1 built
+        producer = index_producer(trained_flipr_tag(round_number - 1) if round_number else None)
         index = store.get("flipr_index", index_run, producer) if index_run else store.latest("flipr_index", producer)
     # the passages the claims were resolved against
     passages = store.find("passages", "corpus", claims.manifest.inputs["passages"]) or store.latest("passages", "corpus")

@@ -15,6 +15,7 @@ from prefect import flow
 from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
+from baleen_storage.indexes import trained_flipr_tag
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
 from baleen_tasks.labels import label_round
@@ -55,7 +56,7 @@ def training_flow(
     refs: dict[str, ArtifactRef] = {"labels-r0": labels}
     for round_number in range(config.labels.rounds):
         trained = train_flipr_on_labels(root, labels, claims, passages, sentences, config.retriever, config.training.flipr, round_number, run_id, force)
-        tag = f"flipr-r{round_number}"
+        tag = trained_flipr_tag(round_number)
         index = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=tag)["flipr_index"]
         retrieval_recall(root, index, *recall_args[1:], label=f"FLIPR trained on round-{round_number} labels")
         refs.update({f"{tag}/checkpoint": trained["flipr_checkpoint"], f"{tag}/steps": trained["training_steps"], f"{tag}/index": index})

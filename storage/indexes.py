@@ -54,18 +54,19 @@ def open_bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRe
     return Bm25Retriever(table.column("pid").to_pylist(), texts)
 
 
-def index_producer_of_round(round_number: int) -> str:
-    """Producer of the index label round ``round_number`` (≥ 1) searches: FLIPR trained on the
-    labels of round ``round_number - 1``, as the training flow tags it."""
-    if round_number < 1:
-        raise ValueError("round 0 labels with BM25 or the untrained index; trained indexes start at round 1")
-    return f"{PRODUCER}-flipr-r{round_number - 1}"
+TRAINED_TAG_PREFIX = "flipr-r"
+
+
+def trained_flipr_tag(round_number: int) -> str:
+    """Tag of FLIPR trained on round ``round_number``'s labels, and of the index built with it
+    (producer ``index-<tag>``): ``flipr-r0``, ``flipr-r1``, …"""
+    return f"{TRAINED_TAG_PREFIX}{round_number}"
 
 
 def newest_trained_index(store: ArtifactStore) -> ArtifactRef:
     """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
     of the newest training run)."""
-    trained = [ref for ref in store.refs("flipr_index") if ref.manifest.producer.startswith(f"{PRODUCER}-flipr-r")]
+    trained = [ref for ref in store.refs("flipr_index") if ref.manifest.producer.startswith(f"{PRODUCER}-{TRAINED_TAG_PREFIX}")]
     if not trained:
         raise StoreError("no index built with a trained FLIPR in this store; run `baleen train` first")
     return max(trained, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))

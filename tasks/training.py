@@ -17,7 +17,7 @@ from baleen_core.training.loop import STATE_FILE, STEPS_FILE
 from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
-from baleen_storage.indexes import open_searcher
+from baleen_storage.indexes import open_searcher, trained_flipr_tag
 from baleen_tasks.index import encoder_fingerprint
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, run_logger
@@ -81,7 +81,7 @@ def train_flipr_on_labels(
     Epoch checkpoints live in ``<store>/work/flipr-<fingerprint>/`` until the run finishes, so a
     killed run resumes at its last finished epoch."""
     logger, store = run_logger(), ArtifactStore(store_root)
-    producer = f"flipr-r{round_number}"
+    producer = trained_flipr_tag(round_number)
     params = {"round": round_number, **config.model_dump(mode="json")}
     fp = fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CHECKPOINT.version)
     if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
