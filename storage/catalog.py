@@ -9,7 +9,6 @@ open it; because they are globs, new runs show up without rebuilding it.
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -113,15 +112,16 @@ def build_catalog(store: ArtifactStore) -> Path:
     statements they would use now differ (a new artifact got its first files)."""
     statements = catalog_statements(store)
     final = store.root / CATALOG_FILE
-    tmp = store.root / "tmp" / f"catalog-{uuid.uuid4().hex}.duckdb"
-    con = duckdb.connect(str(tmp))
-    try:
-        for statement in statements:
-            con.execute(statement)
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    os.replace(tmp, final)
+    with store.scratch_dir("catalog") as scratch:
+        tmp = scratch / CATALOG_FILE
+        con = duckdb.connect(str(tmp))
+        try:
+            for statement in statements:
+                con.execute(statement)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, final)
     store.write_text(CATALOG_SQL_FILE, ";\n".join(statements) + ";\n")
     return final
 

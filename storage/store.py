@@ -6,10 +6,13 @@ Layout under the store root::
                                                  /_manifest.json
     reports/<run_id>/...          validation results, reports, plots
     tmp/                          in-progress writes (same file system, so publish is a rename)
+    work/                         training runs' epoch checkpoints, until they publish
     catalog.duckdb                DuckDB views over all artifacts (see ``baleen_storage.catalog``)
 
 Writes are atomic: files go to ``tmp/`` and the finished directory is renamed into place, so a
 reader (or DuckDB glob) never sees half an artifact, and a killed run leaves only ``tmp/`` debris.
+Every ``tmp/`` entry is locked (``baleen_storage.locks``) by the process writing it, so
+:meth:`ArtifactStore.sweep_tmp` removes exactly the debris of dead runs, even while others write.
 Every artifact carries a manifest whose ``fingerprint`` hashes the step, its parameters, its input
 fingerprints and the schema version; a step whose fingerprint matches a published artifact reuses
 it instead of recomputing.
@@ -23,7 +26,8 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from baleen_schemas import ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
+from baleen_storage.locks import held_lock
 
 MANIFEST_FILE = "_manifest.json"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -155,7 +160,8 @@ class ArtifactWriter:
         self.flow_run = flow_run
         self.max_rows_per_file = max_rows_per_file
         self.row_group_size = row_group_size
-        self.tmp_dir = store.root / "tmp" / f"{schema.name}-{uuid.uuid4().hex}"
+        self.tmp_dir: Path | None = None  # set on entering the ``with`` block
+        self._scratch = ExitStack()
         self.rows = 0
         self._files: list[str] = []
         self._writer: pq.ParquetWriter | None = None
@@ -164,7 +170,7 @@ class ArtifactWriter:
         self.ref: ArtifactRef | None = None
 
     def __enter__(self) -> ArtifactWriter:
-        self.tmp_dir.mkdir(parents=True, exist_ok=False)
+        self.tmp_dir = self._scratch.enter_context(self.store.scratch_dir(self.schema.name))
         return self
 
     def write(self, data: pa.Table | pa.RecordBatch | Mapping[str, list]) -> None:
@@ -198,18 +204,18 @@ class ArtifactWriter:
         self._rows_in_file = 0
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        if exc_type is not None:
-            shutil.rmtree(self.tmp_dir, ignore_errors=True)
-            return
-        if not self._files:  # an empty artifact still gets one (empty) file so readers see its columns
-            self._open_next_file()
-            self._writer.close()
-        self.ref = self.store._publish_dir(
-            self.tmp_dir, self.schema.name, self.schema.version, self.rows, self._files, self.run_id, self.producer,
-            self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
-        )
+        with self._scratch:  # removes what is left of tmp_dir (all of it, on failure)
+            if self._writer is not None:
+                self._writer.close()
+            if exc_type is not None:
+                return
+            if not self._files:  # an empty artifact still gets one (empty) file so readers see its columns
+                self._open_next_file()
+                self._writer.close()
+            self.ref = self.store._publish_dir(
+                self.tmp_dir, self.schema.name, self.schema.version, self.rows, self._files, self.run_id, self.producer,
+                self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
+            )
 
 
 class FileArtifactWriter:
@@ -223,26 +229,27 @@ class FileArtifactWriter:
                  inputs: Mapping[str, str], params: Mapping[str, Any], flow_run: tuple[str | None, str | None]) -> None:
         self.store, self.spec, self.run_id, self.producer = store, spec, run_id, producer
         self.fingerprint, self.inputs, self.params, self.flow_run = fingerprint, dict(inputs), dict(params), flow_run
-        self.dir = store.root / "tmp" / f"{spec.name}-{uuid.uuid4().hex}"
+        self.dir: Path | None = None  # set on entering the ``with`` block
+        self._scratch = ExitStack()
         self.rows = 0
         self.stats: dict[str, Any] = {}
         self.ref: ArtifactRef | None = None
 
     def __enter__(self) -> FileArtifactWriter:
-        self.dir.mkdir(parents=True, exist_ok=False)
+        self.dir = self._scratch.enter_context(self.store.scratch_dir(self.spec.name))
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            return
-        files = sorted(str(p.relative_to(self.dir)) for p in self.dir.rglob("*") if p.is_file())
-        for name in files:
-            _fsync_file(self.dir / name)
-        self.ref = self.store._publish_dir(
-            self.dir, self.spec.name, self.spec.version, self.rows, files, self.run_id, self.producer,
-            self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
-        )
+        with self._scratch:  # removes what is left of the directory (all of it, on failure)
+            if exc_type is not None:
+                return
+            files = sorted(str(p.relative_to(self.dir)) for p in self.dir.rglob("*") if p.is_file())
+            for name in files:
+                _fsync_file(self.dir / name)
+            self.ref = self.store._publish_dir(
+                self.dir, self.spec.name, self.spec.version, self.rows, files, self.run_id, self.producer,
+                self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
+            )
 
 
 class ArtifactStore:
@@ -347,14 +354,53 @@ class ArtifactStore:
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
             # Same run re-wrote this artifact (a retried task): swap atomically, then drop the old one.
-            trash = self.root / "tmp" / f"replaced-{uuid.uuid4().hex}"
-            os.rename(final, trash)
-            os.rename(tmp_dir, final)
-            shutil.rmtree(trash, ignore_errors=True)
+            with self.scratch_dir("replaced") as trash:
+                os.rename(final, trash / "old")
+                os.rename(tmp_dir, final)
         else:
             os.rename(tmp_dir, final)
         _fsync_dir(final.parent)
         return ArtifactRef(path=final, manifest=manifest)
+
+    # ---- scratch space -----------------------------------------------------------------------
+    @contextmanager
+    def scratch_dir(self, prefix: str) -> Iterator[Path]:
+        """A fresh directory ``tmp/<prefix>-<uuid>/``, locked by this process while in use and
+        removed (with whatever is still in it) when the block ends."""
+        path = self.root / "tmp" / f"{_check_name('scratch prefix', prefix)}-{uuid.uuid4().hex}"
+        with held_lock(_lock_of(path)):
+            path.mkdir(parents=True)
+            try:
+                yield path
+            finally:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def sweep_tmp(self) -> list[str]:
+        """Remove what dead runs left in ``tmp/`` (an entry whose lock no live process holds) and
+        return the names removed. Safe while other runs write: their entries are locked."""
+        removed = []
+        for entry in sorted((self.root / "tmp").iterdir()):
+            if entry.suffix == LOCK_SUFFIX:
+                continue
+            try:
+                with held_lock(_lock_of(entry), wait=False):
+                    (shutil.rmtree if entry.is_dir() else os.unlink)(entry)
+                    removed.append(entry.name)
+            except BlockingIOError:
+                continue  # a live writer's
+            except FileNotFoundError:
+                continue  # its writer published or removed it meanwhile
+        return removed
+
+    @contextmanager
+    def work_dir(self, name: str, on_wait: Callable[[], None] | None = None) -> Iterator[Path]:
+        """``work/<name>/``, where a training run keeps its epoch checkpoints so that a killed run
+        resumes, held exclusively for the block: a second run needing the same directory (the same
+        model on the same data and settings) waits for the first (``on_wait`` is called) instead of
+        training in it at the same time. The directory itself is kept; its user removes it."""
+        path = self.safe_path(Path("work") / _check_name("work directory", name))
+        with held_lock(_lock_of(path), on_wait):
+            yield path
 
     def write_report(self, run_id: str, relative: str, content: str | bytes) -> Path:
         """Write a run-scoped report file (JSON, Markdown, PNG ...) atomically."""
@@ -419,6 +465,13 @@ class ArtifactStore:
     def read_table(self, ref: ArtifactRef, columns: list[str] | None = None) -> pa.Table:
         """Read a whole artifact; for small ones (claims, labels), never the corpus."""
         return self.dataset(ref).to_table(columns=columns)
+
+    def read_rows(self, ref: ArtifactRef, column: str, values, columns: list[str] | None = None) -> pa.Table:
+        """The rows of an artifact whose ``column`` is one of ``values`` (pushed down to the
+        Parquet scan: one claim's rows without reading the whole table)."""
+        dataset = self.dataset(ref)
+        wanted = pa.array(list(values), type=dataset.schema.field(column).type)
+        return dataset.to_table(columns=columns, filter=pads.field(column).isin(wanted))
 
     def passage_ids(self, passages: ArtifactRef) -> np.ndarray:
         """Every passage id of a passages artifact, sorted (int64)."""
@@ -504,6 +557,13 @@ def _write_bytes_atomic(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+LOCK_SUFFIX = ".lock"
+
+
+def _lock_of(path: Path) -> Path:
+    return path.with_name(path.name + LOCK_SUFFIX)
 
 
 def _write_text_atomic(path: Path, text: str) -> None:

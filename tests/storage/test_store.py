@@ -30,6 +30,9 @@ def test_publish_writes_parquet_and_manifest(store):
     assert ref.rows == 5 and ref.manifest.schema_version == 1 and ref.manifest.inputs == {"x": "1"}
     assert ref.path == store.root / "artifacts" / "passages" / f"run={run}" / "producer=corpus"
     assert store.read_table(ref).column("pid").to_pylist() == [0, 1, 2, 3, 4]
+    picked = store.read_rows(ref, "pid", [4, 1, 99], ["pid", "title"])  # across both written parts
+    assert sorted(picked.to_pylist(), key=lambda r: r["pid"]) == [{"pid": 1, "title": "T1"}, {"pid": 4, "title": "T4"}]
+    assert store.read_rows(ref, "title", []).num_rows == 0
     assert store.find("passages", "corpus", "fp1").path == ref.path
     assert store.find("passages", "corpus", "other") is None
     assert store.find_outputs(["passages", "sentences"], "corpus", "fp1") is None
