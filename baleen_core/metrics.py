@@ -140,19 +140,17 @@ def bootstrap_ci(values: Sequence[float], samples: int = 1000, seed: int = 0, le
 
 
 def summarize_metrics(rows: Sequence[Mapping], metrics: Sequence[str], samples: int = 1000, seed: int = 0) -> list[dict]:
-    """Mean and bootstrap 95% interval of each metric per hop count ("2", "3", "4") and over all
-    claims ("all"); rows need ``num_hops`` and the metrics (None values are skipped)."""
+    """Mean of each metric per hop count ("2", "3", "4") and over all claims ("all"), with its
+    bootstrap 95% interval as ``<metric>_ci`` unless ``samples`` is 0; rows need ``num_hops``
+    and the metrics (None values are skipped; a metric with none is None)."""
     out = []
     for hops in [*sorted({r["num_hops"] for r in rows}), "all"]:
         chosen = [r for r in rows if hops == "all" or r["num_hops"] == hops]
         summary: dict = {"hops": str(hops), "claims": len(chosen)}
         for metric in metrics:
             values = [float(r[metric]) for r in chosen if r.get(metric) is not None]
-            if values:
-                low, high = bootstrap_ci(values, samples, seed)
-                summary[metric] = sum(values) / len(values)
-                summary[f"{metric}_ci"] = (low, high)
-            else:
-                summary[metric], summary[f"{metric}_ci"] = None, None
+            summary[metric] = sum(values) / len(values) if values else None
+            if samples:
+                summary[f"{metric}_ci"] = bootstrap_ci(values, samples, seed) if values else None
         out.append(summary)
     return out

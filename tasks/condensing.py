@@ -16,8 +16,9 @@ from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, calibrate_threshold, condense_stage2
 from baleen_core.condensing.condense import kept_f1, kept_facts
-from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages, summarize_by_hops
+from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
@@ -110,16 +111,23 @@ def gold_claims(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactR
     ]
 
 
-def _train_and_publish(store: ArtifactStore, artifact: str, round_number: int, model: SequenceModel, fit, examples: list, config, meta: dict, title: str, extra: dict | None = None) -> dict[str, ArtifactRef]:
-    """Hold out claims, train with a progress display, publish, drop the epoch checkpoints."""
+def _train_and_publish(
+    store: ArtifactStore, artifact: str, round_number: int, model: SequenceModel, fit, examples: list, config, meta: dict, title: str, force: bool, extra: dict | None = None
+) -> dict[str, ArtifactRef]:
+    """Hold out claims, train with a progress display, publish, drop the epoch checkpoints. The
+    work directory is held while training: a second run of the same fingerprint waits, then
+    reuses what the first published."""
     train, validation = split_held_out(examples, config.validation_share, config.seed)
-    work_dir = store.safe_path(f"work/{model.kind}-{meta['fingerprint']}")
-    steps = config.epochs * -(-len(train) // config.batch_size)
-    with Progress(steps, f"{title} ({len(train)} examples, {len(validation)} held out)", unit="step") as progress:
-        last, history = fit(train, validation, work_dir, lambda record: progress.update(1))
-    stats = {"held_out_examples": len(validation), **(extra or {})}
-    outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
-    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
+    waiting = lambda: run_logger().info("another run is training this same %s in work/: waiting for it", meta["producer"])  # noqa: E731
+    with store.work_dir(f"{model.kind}-{meta['fingerprint']}", on_wait=waiting) as work_dir:
+        if reused := _reuse(store, artifact, meta["producer"], meta["fingerprint"], force):
+            return reused
+        steps = config.epochs * -(-len(train) // config.batch_size)
+        with Progress(steps, f"{title} ({len(train)} examples, {len(validation)} held out)", unit="step") as progress:
+            last, history = fit(train, validation, work_dir, lambda record: progress.update(1))
+        stats = {"held_out_examples": len(validation), **(extra or {})}
+        outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
+        shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
     return outputs
 
 
@@ -162,7 +170,7 @@ def train_condenser_stage1(
     model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
-    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, stage1_examples(hops, config), config, meta, f"Condenser stage 1, round-{round_number} labels")
+    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, stage1_examples(hops, config), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
 
 
 @task(name="train-stage2", task_run_name="train-condenser-stage2 · round {round_number}", tags=[GPU_TAG])
@@ -196,7 +204,7 @@ def train_condenser_stage2(
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
     extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}
-    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, examples, config, meta, f"Condenser stage 2, round-{round_number} labels", extra)
+    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, examples, config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
 
 
 @task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])
@@ -241,7 +249,7 @@ def train_claim_reader(
     extra = {"supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4)}
     if condensed is not None:
         extra["mean_condensed_facts"] = round(sum(len(v) for v in condensed.values()) / max(1, len(condensed)), 2)
-    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", extra)
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", force, extra)
 
 
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:
@@ -285,7 +293,8 @@ def evaluate_condensers(
         per_claim[setting] = rows
         supported = [r["label"] == "SUPPORTED" for r in rows if r["label"] is not None]
         majority = max(sum(supported), len(supported) - sum(supported)) / max(1, len(supported))
-        for row in summarize_by_hops(rows, metrics):
+        for row in summarize_metrics(rows, metrics, samples=0):
+            row.update({m: round(row[m], 4) for m in metrics if row[m] is not None})
             summary.append({"setting": setting, **row, "majority_label_accuracy": round(majority, 4) if row["hops"] == "all" else None})
     store.write_report(run_id, f"training/condensers-{split}.json", json.dumps({"summary": summary, "claims": per_claim}, indent=1))
     publish_table(key=f"condensers-{split}", table=summary, description=f"Condensers and reader on the gold passages of {split} claims")

@@ -143,10 +143,15 @@ def verify_split(
     return {"predictions": writer.ref, "hop_traces": traces_writer.ref}
 
 
-def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:
-    claim_rows = {r["uid"]: r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops"]).to_pylist()}
+def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, uids: Sequence[str] | None = None) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:
+    """Claim rows and gold (pid, sid) sets by uid: of every claim, or only of ``uids``."""
+
+    def read(ref: ArtifactRef, columns: list[str]) -> pa.Table:
+        return store.read_table(ref, columns) if uids is None else store.read_rows(ref, "uid", uids, columns)
+
+    claim_rows = {r["uid"]: r for r in read(claims, ["uid", "claim", "label", "num_hops"]).to_pylist()}
     gold: dict[str, set[tuple[int, int]]] = {}
-    for f in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
+    for f in read(gold_facts, ["uid", "pid", "sid"]).to_pylist():
         gold.setdefault(f["uid"], set()).add((f["pid"], f["sid"]))
     return claim_rows, gold
 
@@ -312,12 +317,12 @@ def claim_trace(
     """One evaluated claim, from ``outputs`` (its system's predictions, hop_traces and, when
     present, claim_metrics), ready for :func:`render_claim_html`; the top ``explained`` passages
     of each hop, and every gold one, carry ``searcher``'s token matches."""
-    prediction = next((r for r in store.read_table(outputs["predictions"]).to_pylist() if r["uid"] == uid), None)
+    prediction = next(iter(store.read_rows(outputs["predictions"], "uid", [uid]).to_pylist()), None)
     if prediction is None:
         raise KeyError(f"claim {uid!r} is not among the {system} predictions in {outputs['predictions'].path}")
-    traces = sorted((r for r in store.read_table(outputs["hop_traces"]).to_pylist() if r["uid"] == uid), key=lambda r: r["hop"])
-    claim_rows, gold = _gold(store, claims, gold_facts)
-    claim, claim_gold = claim_rows[uid], gold[uid]
+    traces = sorted(store.read_rows(outputs["hop_traces"], "uid", [uid]).to_pylist(), key=lambda r: r["hop"])
+    claim_rows, gold = _gold(store, claims, gold_facts, [uid])
+    claim, claim_gold = claim_rows[uid], gold.get(uid, set())
     gold_pids = {pid for pid, _ in claim_gold}
     pids = set(gold_pids) | {pid for t in traces for pid in t["retrieved_pids"]}
     texts = passages_by_pid(store, passages, sentences, pids)
@@ -341,7 +346,7 @@ def claim_trace(
         context = [fact_text(f.title, f.text) for f in kept]
     metrics = {}
     if "claim_metrics" in outputs:
-        row = next((r for r in store.read_table(outputs["claim_metrics"]).to_pylist() if r["uid"] == uid), {})
+        row = next(iter(store.read_rows(outputs["claim_metrics"], "uid", [uid]).to_pylist()), {})
         metrics = {m: row.get(m) for m in METRICS}
     return ClaimTrace(
         uid, system, claim["claim"], int(claim["num_hops"]), claim["label"], prediction["label"], prediction["prob_supported"], tuple(hops),

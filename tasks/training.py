@@ -79,26 +79,28 @@ def train_flipr_on_labels(
     """Train FLIPR on one round's hop labels; publish the checkpoint and the step metrics.
 
     Epoch checkpoints live in ``<store>/work/flipr-<fingerprint>/`` until the run finishes, so a
-    killed run resumes at its last finished epoch."""
+    killed run resumes at its last finished epoch; a second run with the same fingerprint waits
+    for the first and then reuses what it published."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = trained_flipr_tag(round_number)
     params = {"round": round_number, **config.model_dump(mode="json")}
     fp = fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CHECKPOINT.version)
-    if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
-        logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
-        return reused
-    examples = flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
-    flipr = Flipr.load(retriever)
-    work_dir = store.safe_path(f"work/flipr-{fp}")
-    steps = config.epochs * -(-len(examples) // config.batch_size)
-    with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:
-        last, history = train_flipr(flipr, examples, config, work_dir, on_step=lambda record: progress.update(1))
-    outputs = publish_trained_model(
-        store, "flipr_checkpoint", "flipr", round_number, last, history, len(examples), str(flipr.device),
-        dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"labels": labels.fingerprint}, params=params),
-        title=f"FLIPR trained on round-{round_number} labels",
-    )
-    shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
+    waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731
+    with store.work_dir(f"flipr-{fp}", on_wait=waiting) as work_dir:  # re-checked inside: the run waited for may have published it
+        if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
+            logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
+            return reused
+        examples = flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
+        flipr = Flipr.load(retriever)
+        steps = config.epochs * -(-len(examples) // config.batch_size)
+        with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:
+            last, history = train_flipr(flipr, examples, config, work_dir, on_step=lambda record: progress.update(1))
+        outputs = publish_trained_model(
+            store, "flipr_checkpoint", "flipr", round_number, last, history, len(examples), str(flipr.device),
+            dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"labels": labels.fingerprint}, params=params),
+            title=f"FLIPR trained on round-{round_number} labels",
+        )
+        shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
     return outputs
 
 

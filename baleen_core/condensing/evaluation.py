@@ -66,16 +66,3 @@ def evaluate_on_gold_passages(
             row["reader_correct_gold"] = float((p_gold > 0.5) == (truth == READER_LABELS[1])) if truth in READER_LABELS else None
             row["reader_correct_kept"] = float((p_kept > 0.5) == (truth == READER_LABELS[1])) if truth in READER_LABELS else None
     return rows
-
-
-def summarize_by_hops(rows: Sequence[dict], metrics: Sequence[str]) -> list[dict]:
-    """Mean of each metric per hop count ("2", "3", "4") and over all claims ("all")."""
-    out = []
-    for hops in [*sorted({r["num_hops"] for r in rows}), "all"]:
-        chosen = [r for r in rows if hops == "all" or r["num_hops"] == hops]
-        summary: dict = {"hops": str(hops), "claims": len(chosen)}
-        for metric in metrics:
-            values = [r[metric] for r in chosen if r.get(metric) is not None]
-            summary[metric] = round(sum(values) / len(values), 4) if values else None
-        out.append(summary)
-    return out

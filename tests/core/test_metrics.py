@@ -95,3 +95,8 @@ def test_summarize_metrics_by_hop_count_and_overall():
     assert summary["2"]["m"] == 0.5 and summary["3"]["m"] == 1.0 and summary["all"]["m"] == pytest.approx(2 / 3)
     assert summary["all"]["claims"] == 4  # a None value is skipped in the mean, not the claim count
     assert summary["3"]["m_ci"] == (1.0, 1.0)
+    assert summary["2"]["m_ci"][0] <= 0.5 <= summary["2"]["m_ci"][1]
+
+    plain = summarize_metrics(rows + [{"num_hops": 4, "m": None}], ["m"], samples=0)
+    assert [(r["hops"], r["claims"], r["m"]) for r in plain] == [("2", 2, 0.5), ("3", 2, 1.0), ("4", 1, None), ("all", 5, pytest.approx(2 / 3))]
+    assert not any("m_ci" in r for r in plain)  # samples=0: means only

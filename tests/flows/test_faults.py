@@ -46,6 +46,7 @@ def test_sigkilled_index_run_resumes_without_redoing_shards(ingested_world):
     rerun = refs["flipr_index"].manifest.run_id
     assert all(run_id == rerun for p, run_id in shards.items() if p not in before)
     assert_no_partial_artifacts(store.root)
+    assert list((store.root / "tmp").iterdir()) == [], "the rerun's catalog refresh sweeps the killed run's tmp/ debris"
     index, _ = open_index(store)
     assert index.n_passages == 118
     assert query(store, "SELECT bool_and(success) AS ok FROM validations WHERE artifact = 'index_passages'").to_pylist() == [{"ok": True}]
@@ -65,8 +66,9 @@ def test_sigkilled_training_run_resumes_at_the_last_finished_epoch(pipeline_worl
     assert [r for r in rows if r["epoch"] == 0] == [{k: s[k] for k in ("epoch", "step", "loss", "seconds")} for s in killed.epoch0_steps]
     assert {r["epoch"] for r in rows} == {0, 1}
     assert published(store.root, "hop_labels")["labels-r0"] == killed.published["hop_labels"]["labels-r0"], "round-0 labels were redone"
-    assert not list(store.root.glob("work/flipr-*")), "epoch checkpoints are removed once the model is published"
+    assert not list(store.root.glob("work/flipr-*")), "epoch checkpoints (and their locks) are removed once the model is published"
     assert_no_partial_artifacts(store.root)
+    assert list((store.root / "tmp").iterdir()) == []
 
 
 def test_two_concurrent_runs_on_one_store_do_not_corrupt_each_other(prefect_server, tiny_world, tmp_path):
