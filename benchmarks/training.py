@@ -4,8 +4,8 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
 1. ingest + index with the untrained FLIPR (reused when ``--work`` already holds them);
 2. the training flow: round-0 labels (BM25) → train FLIPR → re-index → round-1 labels (trained
-   FLIPR) → train FLIPR → re-index;
-3. condenser stage 1 → stage 2 → reader on the last round's labels;
+   FLIPR) → train FLIPR → re-index → round-2 labels (final FLIPR);
+3. condenser stage 1 → stage 2 → reader on the final FLIPR's labels;
 4. claim-only Recall@25/100 of gold passages on dev, by hop count, for the untrained FLIPR and
    each trained one (indexed search), and the label statistics of each round;
 5. the condensers and the reader on the dev claims' gold passages: stage-1 recall of gold facts

@@ -133,6 +133,20 @@ def labels(
 
 
 @app.command()
+def condensers(
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    round_number: Annotated[Optional[int], typer.Option("--round", min=0, help="Label round to train on (default: the training flow's, labels.condenser_round).")] = None,
+    force: ForceOption = False,
+) -> None:
+    """Condensers flow: stage 1, stage 2 and the reader on one label round's hop labels (FLIPR untouched)."""
+    _use_store(store)
+    from baleen_flows.training import condensers_flow
+
+    _report(condensers_flow(_config_arg(config), round_number, None, force))
+
+
+@app.command()
 def train(store: StoreOption = None, config: ConfigOption = None, force: ForceOption = False) -> None:
     """Training flow: latent hop ordering rounds, FLIPR, the condensers and the reader, on the newest claims and index."""
     _use_store(store)

@@ -1,8 +1,13 @@
 """The training flow: latent hop ordering rounds and FLIPR training, chained.
 
     labels r0 (BM25 or untrained FLIPR) → train FLIPR → re-index → labels r1 (trained FLIPR) → train FLIPR → re-index …
-    → condenser stage 1 → condenser stage 2 → reader (on the last round's labels)
+    → labels with the final FLIPR (``labels.relabel_for_condensers``)
+    → condenser stage 1 → condenser stage 2 → reader (on the last labels)
     → condensers and reader on the dev claims' gold passages
+
+:func:`condensers_flow` runs only the last two lines, on one round's labels (e.g. after
+``baleen labels --round 1``, to train the condensers on FLIPR's negatives without training FLIPR
+again).
 
 Every step is a fingerprinted task, so an interrupted flow resumes where it stopped (training
 itself resumes at its last finished epoch).
@@ -18,7 +23,7 @@ from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import trained_flipr_tag
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
-from baleen_tasks.labels import label_round
+from baleen_tasks.labels import label_round, labels_producer
 from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
 from baleen_tasks.validation import validate_artifact
 
@@ -60,7 +65,7 @@ def training_flow(
         index = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=tag)["flipr_index"]
         retrieval_recall(root, index, *recall_args[1:], label=f"FLIPR trained on round-{round_number} labels")
         refs.update({f"{tag}/checkpoint": trained["flipr_checkpoint"], f"{tag}/steps": trained["training_steps"], f"{tag}/index": index})
-        if round_number + 1 < config.labels.rounds:
+        if round_number + 1 <= config.labels.condenser_round:  # the next FLIPR round's labels, or the condensers'
             labels = label_round(root, claims, gold_facts, passages, sentences, round_number + 1, "flipr", index, config.labels, search, device, run_id, labels, force)
             validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
             refs[f"labels-r{round_number + 1}"] = labels
@@ -82,3 +87,25 @@ def train_condensers_and_reader(
     reader = train_claim_reader(root, labels, stage1, stage2, *data, config.condenser, config.reader, training.reader, round_number, run_id, force)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
     return {"stage1": stage1, "stage2": stage2, "reader": reader}
+
+
+@flow(name="condensers", flow_run_name="condensers · labels round {round_number}", log_prints=True)
+def condensers_flow(config_path: str | None = None, round_number: int | None = None, run_id: str | None = None, force: bool = False, labels_run: str | None = None) -> dict[str, ArtifactRef]:
+    """Condenser stage 1, stage 2 and the reader on round ``round_number``'s hop labels (default:
+    the round the training flow trains them on, ``labels.condenser_round``; the newest labels of that round, or
+    run ``labels_run``), on the claims and passages those labels were made from. FLIPR is not
+    trained; the evaluation picks up the new checkpoints as the newest."""
+    config = BaleenConfig.load(config_path)
+    store = ArtifactStore(config.store_root)
+    round_number = config.labels.condenser_round if round_number is None else round_number
+    producer = labels_producer(round_number)
+    labels = store.get("hop_labels", labels_run, producer) if labels_run else store.latest("hop_labels", producer)
+    made_from = labels.manifest.inputs
+    claims, passages = (store.find(name, name_producer, made_from[name]) for name, name_producer in (("claims", "claims"), ("passages", "corpus")))
+    if claims is None or passages is None:
+        raise ValueError(f"the claims or passages that {labels.path} was made from are no longer in the store; relabel with `baleen labels --round {round_number}`")
+    gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
+    sentences = store.get("sentences", passages.manifest.run_id, "corpus")
+    refs = train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id or new_run_id(), force)
+    refresh_catalog(str(store.root))
+    return refs

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POOL = "baleen-process"
-FLOWS = {"corpus", "claims", "ingest", "index", "labels", "training", "evaluation", "pipeline", "demo"}
+FLOWS = {"corpus", "claims", "ingest", "index", "labels", "training", "condensers", "evaluation", "pipeline", "demo"}
 
 
 def _free_port() -> int:

@@ -4,9 +4,11 @@ session's pipeline run, see conftest.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.hop_ordering import claims_from_rows
+from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_searcher
 from helpers import published
@@ -17,11 +19,13 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
 
     store, config, refs = pipeline_world.store, pipeline_world.config, {k.removeprefix("training/"): v for k, v in pipeline_world.refs.items()}
 
-    # every round labelled all 30 training claims (90 gold passages), validated
-    per_round = query(store, "SELECT round, labeller, count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels WHERE round < 2 GROUP BY ALL ORDER BY round").to_pylist()
-    assert per_round == [{"round": 0, "labeller": "flipr", "n": 90, "claims": 30}, {"round": 1, "labeller": "flipr", "n": 90, "claims": 30}]
+    # every round labelled all 30 training claims (90 gold passages), validated: rounds 0 and 1
+    # for FLIPR's two training rounds, round 2 by the final FLIPR for the condensers
+    per_round = query(store, "SELECT round, labeller, count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels WHERE round < 3 GROUP BY ALL ORDER BY round").to_pylist()
+    assert per_round == [{"round": r, "labeller": "flipr", "n": 90, "claims": 30} for r in (0, 1, 2)]
     gates = query(store, "SELECT count(DISTINCT producer) AS rounds, bool_and(success) AS ok FROM validations WHERE artifact = 'hop_labels'").to_pylist()
-    assert gates == [{"rounds": 2, "ok": True}]
+    assert gates == [{"rounds": 3, "ok": True}]
+    assert refs["labels-r2"].manifest.inputs["index"] == refs["flipr-r1/index"].fingerprint
 
     # the loss goes down within each training run
     losses = query(store, "SELECT round, epoch, avg(loss) AS loss FROM training_steps WHERE model = 'flipr' GROUP BY ALL ORDER BY ALL").to_pylist()
@@ -43,10 +47,11 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert gold_recall(trained, gold, [10])[10]["all"] > gold_recall(untrained, gold, [10])[10]["all"]
     assert len(list((store.root / "reports").glob("*/training/flipr-r1-loss.png"))) == 1
 
-    # the condensers and the reader trained on the last round's labels and their loss fell
+    # the condensers and the reader trained on the final FLIPR's labels (round 2) and their loss fell
     # (what they learn is tested on made-up tasks in tests/core/training/test_condenser_trainer.py)
     epochs = query(store, "SELECT model, round, epoch, avg(loss) AS loss, count(val_loss) AS validated FROM training_steps WHERE model <> 'flipr' GROUP BY ALL ORDER BY ALL").to_pylist()
-    assert sorted({(e["model"], e["round"]) for e in epochs}) == [("reader", 1), ("stage1", 1), ("stage2", 1)]
+    assert sorted({(e["model"], e["round"]) for e in epochs}) == [("reader", 2), ("stage1", 2), ("stage2", 2)]
+    assert refs["stage1"].manifest.inputs == {"labels": refs["labels-r2"].fingerprint}
     for model in ("stage1", "stage2", "reader"):
         first, last = (e for e in epochs if e["model"] == model)
         assert last["loss"] < first["loss"], (model, first, last)
@@ -80,3 +85,34 @@ def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):
     assert round2.manifest.params["labeller"] == "flipr" and round2.manifest.inputs["index"] == refs["training/flipr-r1/index"].fingerprint
     rows = query(store, f"SELECT count(*) AS n, count(DISTINCT uid) AS claims FROM hop_labels WHERE round = 2 AND run = '{round2.manifest.run_id}'").to_pylist()
     assert rows == [{"n": 90, "claims": 30}]
+
+
+def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
+    """`baleen condensers` on the training flow's round (2) finds the pipeline's condensers already
+    trained on those labels and reuses them; on round 0 (in a hard-linked copy of the store, so
+    the session's newest checkpoints stay the pipeline's) it trains all three on round 0's labels."""
+    import os
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from baleen_flows.cli import app
+    from baleen_flows.training import condensers_flow
+
+    store, config, refs = pipeline_world.store, pipeline_world.config, pipeline_world.refs
+    result = CliRunner().invoke(app, ["condensers", "--config", config])
+    assert result.exit_code == 0, result.output
+    for kind in ("stage1", "stage2", "reader"):
+        assert published(store.root, f"{kind}_checkpoint")[f"{kind}-r2"] == refs[f"training/{kind}"].manifest.run_id
+
+    copy = tmp_path / "store"
+    shutil.copytree(store.root, copy, copy_function=os.link)  # publishing only ever adds directories
+    copy_config = tmp_path / "config.yaml"
+    copy_config.write_text(Path(config).read_text().replace(str(store.root), str(copy)))
+    trained = condensers_flow(str(copy_config), round_number=0)
+    labels_r0 = refs["training/labels-r0"]
+    assert trained["stage1"].manifest.inputs == {"labels": labels_r0.fingerprint}
+    assert trained["stage2"].manifest.inputs["stage1"] == trained["stage1"].fingerprint
+    assert {trained[k].manifest.producer for k in trained} == {"stage1-r0", "stage2-r0", "reader-r0"}
+    assert all(ArtifactStore(copy).latest(f"{k}_checkpoint").path == trained[k].path for k in trained)
+    assert all(store.latest(f"{k}_checkpoint").path == refs[f"training/{k}"].path for k in trained)  # the original is untouched
