@@ -44,5 +44,6 @@ def hover_mini() -> Path:
 def prefect_server():
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    # the same startup budget as the CLI's (baleen_core.runtime), raised by exporting it on a busy machine
+    with prefect_test_harness(server_startup_timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))):
         yield
