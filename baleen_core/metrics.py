@@ -6,7 +6,8 @@
 - ``retrieval_at_k``: all gold passages among the first k retrieved.
 - ``hover_score``: label right and evidence from every gold passage, as HoVer counts it.
 - ``score_claim``: all of them for one claim the engine verified; ``summarize_metrics`` averages
-  them by hop count with percentile-bootstrap confidence intervals (``bootstrap_ci``).
+  them by hop count with percentile-bootstrap confidence intervals (``bootstrap_ci``);
+  ``paired_difference`` compares two systems on the same claims (paired bootstrap).
 """
 
 from __future__ import annotations
@@ -137,6 +138,30 @@ def bootstrap_ci(values: Sequence[float], samples: int = 1000, seed: int = 0, le
     means = data[rng.integers(0, len(data), size=(samples, len(data)))].mean(axis=1)
     tail = (1 - level) / 2
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    mean: float  # mean of a - b over the claims
+    ci: tuple[float, float]  # percentile bootstrap interval of that mean
+    p_not_greater: float  # share of resamples whose mean difference is <= 0 (one-sided, for a > b)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], samples: int = 1000, seed: int = 0, level: float = 0.95) -> PairedDifference:
+    """Two systems' per-claim values on the same claims (aligned), compared by resampling the
+    claims together, so that what the claims share (an easy claim is easy for both) cancels: the
+    interval of the mean difference is much narrower than the two systems' own intervals suggest."""
+    import numpy as np
+
+    if len(a) != len(b):
+        raise ValueError(f"paired values must align: {len(a)} against {len(b)}")
+    if len(a) == 0:
+        raise ValueError("no values to compare")
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(samples, len(diff)))].mean(axis=1)
+    tail = (1 - level) / 2
+    return PairedDifference(float(diff.mean()), (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))), float((means <= 0).mean()))
 
 
 def summarize_metrics(rows: Sequence[Mapping], metrics: Sequence[str], samples: int = 1000, seed: int = 0) -> list[dict]:

@@ -22,7 +22,7 @@ from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import score_claim, summarize_metrics
+from baleen_core.metrics import paired_difference, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -208,6 +208,43 @@ def score_predictions(
 def summary_rows(metric_rows: Mapping[str, Sequence[dict]], samples: int, seed: int) -> list[dict]:
     """One row per system × hop count: each metric's mean and bootstrap 95% interval."""
     return [{"system": system, **row} for system, rows in metric_rows.items() for row in summarize_metrics(rows, METRICS, samples, seed)]
+
+
+#: What the full system is compared on against each baseline, claim by claim.
+COMPARED = ("passage_f1", "sentence_f1", "retrieval_at_hops", "label_accuracy")
+
+
+def difference_rows(metric_rows: Mapping[str, Sequence[dict]], main: str, samples: int, seed: int) -> list[dict]:
+    """``main`` minus every other system, per hop count and overall, on the claims both verified:
+    the mean difference of each metric in :data:`COMPARED`, its paired-bootstrap 95% interval,
+    and the share of resamples in which ``main`` is not ahead (``<metric>_p``)."""
+    mine = {r["uid"]: r for r in metric_rows[main]}
+    out = []
+    for other, rows in metric_rows.items():
+        if other == main:
+            continue
+        pairs = [(mine[r["uid"]], r) for r in rows if r["uid"] in mine]
+        for hops in [*sorted({a["num_hops"] for a, _ in pairs}), "all"]:
+            chosen = [(a, b) for a, b in pairs if hops == "all" or a["num_hops"] == hops]
+            row: dict = {"system": f"{main} − {other}", "hops": str(hops), "claims": len(chosen)}
+            for metric in COMPARED:
+                both = [(a[metric], b[metric]) for a, b in chosen if a[metric] is not None and b[metric] is not None]
+                diff = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed) if both else None
+                row[metric], row[f"{metric}_ci"], row[f"{metric}_p"] = (diff.mean, diff.ci, diff.p_not_greater) if diff else (None, None, None)
+            out.append(row)
+    return out
+
+
+def differences_table(differences: Sequence[dict]) -> str:
+    head = "| comparison | hops | claims | " + " | ".join(f"Δ {m}" for m in COMPARED) + " |\n|---|---|---|" + "---|" * len(COMPARED) + "\n"
+    lines = []
+    for row in differences:
+        cells = ["—" if row[m] is None else f"{row[m]:+.3f} [{row[m + '_ci'][0]:+.3f}, {row[m + '_ci'][1]:+.3f}] p={row[m + '_p']:.3f}" for m in COMPARED]
+        lines.append(f"| {row['system']} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    return (
+        head + "\n".join(lines) + "\n\nEach cell: mean difference on the same claims [paired bootstrap 95% interval]; "
+        "p = share of resamples in which the first system is not ahead.\n"
+    )
 
 
 def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict]) -> str:
@@ -404,6 +441,9 @@ def evaluation_report(
             trace = claim_trace(store, main, uid, outputs[main], claims, gold_facts, passages, sentences, searcher)
             traces.append(store.write_report(run_id, f"evaluation/traces/{main}-{uid}.html", render_claim_html(trace)))
     table = markdown_table(summary, throughput)
+    differences = difference_rows(metric_rows, main, ev.bootstrap, ev.seed) if len(outputs) > 1 else []
+    if differences:
+        table += f"\n## {main} against each other system, claim by claim\n\n" + differences_table(differences)
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
     trace_links = "\n".join(f"- [{p.stem}]({p.as_uri()})" for p in traces)
     markdown = (
@@ -421,4 +461,4 @@ def evaluation_report(
     for path in traces[:1]:
         publish_link(key=f"evaluation-{split}-worst-trace", link=path.as_uri(), description=f"HTML trace of the worst {main} claim; the others are beside it in {path.parent}")
     run_logger().info("evaluation report: %s\n%s", report, table)
-    return {"report": str(report), "summary": summary, "plots": [str(p) for p in paths.values()], "traces": [str(p) for p in traces]}
+    return {"report": str(report), "summary": summary, "differences": differences, "plots": [str(p) for p in paths.values()], "traces": [str(p) for p in traces]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.metrics import bootstrap_ci, evidence_ranking, hover_score, retrieval_at_k, score_claim, set_prf, summarize_metrics
+from baleen_core.metrics import bootstrap_ci, evidence_ranking, hover_score, paired_difference, retrieval_at_k, score_claim, set_prf, summarize_metrics
 
 
 def test_partial_overlap_hand_worked():
@@ -100,3 +100,20 @@ def test_summarize_metrics_by_hop_count_and_overall():
     plain = summarize_metrics(rows + [{"num_hops": 4, "m": None}], ["m"], samples=0)
     assert [(r["hops"], r["claims"], r["m"]) for r in plain] == [("2", 2, 0.5), ("3", 2, 1.0), ("4", 1, None), ("all", 5, pytest.approx(2 / 3))]
     assert not any("m_ci" in r for r in plain)  # samples=0: means only
+
+
+def test_paired_difference_resamples_claims_together():
+    better = paired_difference([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
+    assert better.mean == 1.0 and better.ci == (1.0, 1.0) and better.p_not_greater == 0.0
+    # b is a one a claim ahead of a: every pair differs by exactly +0.1, so the paired interval
+    # has no width, while each system's own interval is wide (easy and hard claims)
+    a, b = [0.9, 0.1, 0.6, 0.3, 1.0, 0.0], [0.8, 0.0, 0.5, 0.2, 0.9, -0.1]
+    paired = paired_difference(a, b, samples=500)
+    assert paired.mean == pytest.approx(0.1) and paired.ci == pytest.approx((0.1, 0.1)) and paired.p_not_greater == 0.0
+    low, high = bootstrap_ci(a, samples=500)
+    assert high - low > 0.3
+    # no difference on average: the interval straddles 0 and about half the resamples are <= 0
+    even = paired_difference([1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0], samples=2000, seed=3)
+    assert even.mean == 0.0 and even.ci[0] < 0 < even.ci[1] and 0.3 < even.p_not_greater < 0.8
+    with pytest.raises(ValueError):
+        paired_difference([1.0], [1.0, 0.0])

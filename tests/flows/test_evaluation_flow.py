@@ -59,6 +59,7 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     reports = store.root / "reports" / pipeline_run / "evaluation"
     markdown = (reports / "report.md").read_text()
     assert all(f"| {system} | all |" in markdown for system in SYSTEMS)
+    assert all(f"| baleen − {system} | all |" in markdown for system in SYSTEMS if system != "baleen")  # paired differences
     assert all((reports / name).read_bytes().startswith(b"\x89PNG") for name in ("metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"))
     pages = sorted((reports / "traces").glob("baleen-*.html"))
     assert len(pages) == 2 and "Hop 1" in pages[0].read_text() and "counted" in pages[0].read_text()

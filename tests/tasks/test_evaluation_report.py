@@ -1,0 +1,31 @@
+"""The evaluation report's paired comparison of the full system with each baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+from baleen_tasks.evaluation import COMPARED, difference_rows, differences_table
+
+
+def _row(uid, hops, passage_f1, label_accuracy=1.0):
+    return {"uid": uid, "num_hops": hops, "passage_f1": passage_f1, "sentence_f1": passage_f1, "retrieval_at_hops": 1.0, "label_accuracy": label_accuracy}
+
+
+def test_differences_pair_claims_by_uid_per_hop_count():
+    metric_rows = {
+        "baleen": [_row("a", 2, 0.5), _row("b", 2, 1.0), _row("c", 3, 0.4, None), _row("d", 3, 0.2)],
+        # another order, a claim baleen did not verify ("e"), and one it did that this one did not ("d")
+        "bm25-multihop": [_row("c", 3, 0.1, 0.0), _row("e", 3, 0.9), _row("b", 2, 0.5), _row("a", 2, 0.5, 0.0)],
+    }
+    rows = {r["hops"]: r for r in difference_rows(metric_rows, "baleen", samples=200, seed=0)}
+    assert set(rows) == {"2", "3", "all"} and {r["system"] for r in rows.values()} == {"baleen − bm25-multihop"}
+    assert [rows[h]["claims"] for h in ("2", "3", "all")] == [2, 1, 3]
+    assert rows["2"]["passage_f1"] == pytest.approx(0.25)  # (0.0 + 0.5) / 2
+    assert rows["3"]["passage_f1"] == pytest.approx(0.3) and rows["3"]["passage_f1_ci"] == pytest.approx((0.3, 0.3)) and rows["3"]["passage_f1_p"] == 0.0
+    assert rows["all"]["passage_f1"] == pytest.approx(0.8 / 3)
+    assert rows["3"]["label_accuracy"] is None  # claim c has no label for baleen: nothing to pair
+    assert rows["2"]["label_accuracy"] == pytest.approx(0.5) and rows["2"]["retrieval_at_hops"] == 0.0
+
+    table = differences_table(list(rows.values()))
+    assert "| baleen − bm25-multihop | 3 | 1 | +0.300 [+0.300, +0.300] p=0.000 |" in table and table.count("\n| baleen") == 3
+    assert all(f"Δ {m}" in table for m in COMPARED)
