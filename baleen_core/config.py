@@ -98,7 +98,7 @@ class DemoConfig(_Strict):
     n_countries: int = 16
     n_universities: int = 24
     n_distractors: int = 400
-    n_train_claims: int = 300
+    n_train_claims: int = 150
     n_dev_claims: int = 60
 
 
@@ -364,10 +364,10 @@ def demo_preset() -> BaleenConfig:
     evaluates on a 2-core CPU in under 10 minutes. Real runs (hover-mini, HoVer) use the
     defaults, every system included, or their own config."""
     return BaleenConfig(
-        labels=LabelConfig(rounds=1),  # on 300 training claims a second FLIPR round memorises them (README)
+        labels=LabelConfig(rounds=1),  # on a few hundred training claims a second FLIPR round memorises them (README)
         evaluation=EvaluationConfig(max_claims=16, systems=["baleen", "bm25-multihop", "single-hop"]),
         training=TrainingConfig(
-            flipr=FliprTrainingConfig(epochs=1, batch_size=16, max_examples=720),
+            flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=240, negative_passages=1),
             stage2=Stage2TrainingConfig(max_examples=240, negative_passages=1),
             reader=ReaderTrainingConfig(max_examples=150, epochs=1, negative_passages=1),
