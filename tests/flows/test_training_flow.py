@@ -4,7 +4,8 @@ session's pipeline run, see conftest.py)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+import yaml
 
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.hop_ordering import claims_from_rows
@@ -96,6 +97,7 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
 
     from typer.testing import CliRunner
 
+    from baleen_core.config import BaleenConfig
     from baleen_flows.cli import app
     from baleen_flows.training import condensers_flow
 
@@ -107,8 +109,13 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
 
     copy = tmp_path / "store"
     shutil.copytree(store.root, copy, copy_function=os.link)  # publishing only ever adds directories
+    # the same settings on the copy, with the smallest budgets that still train (this only checks
+    # which labels they train on; that they learn is tested in tests/core/training)
+    cfg = BaleenConfig.load(config)
+    small = {"max_examples": 8, "epochs": 1}
+    training = cfg.training.model_copy(update={k: getattr(cfg.training, k).model_copy(update=small) for k in ("stage1", "stage2", "reader")})
     copy_config = tmp_path / "config.yaml"
-    copy_config.write_text(Path(config).read_text().replace(str(store.root), str(copy)))
+    copy_config.write_text(yaml.safe_dump(cfg.model_copy(update={"store_root": copy, "training": training}).model_dump(mode="json", exclude_defaults=True)))
     trained = condensers_flow(str(copy_config), round_number=0)
     labels_r0 = refs["training/labels-r0"]
     assert trained["stage1"].manifest.inputs == {"labels": labels_r0.fingerprint}
