@@ -6,14 +6,17 @@
 - ``retrieval_at_k``: all gold passages among the first k retrieved.
 - ``hover_score``: label right and evidence from every gold passage, as HoVer counts it.
 - ``score_claim``: all of them for one claim the engine verified; ``summarize_metrics`` averages
-  them by hop count with percentile-bootstrap confidence intervals (``bootstrap_ci``);
+  them by hop count (``by_hop_count``) with percentile-bootstrap confidence intervals (``bootstrap_ci``);
   ``paired_difference`` compares two systems on the same claims (paired bootstrap).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -164,14 +167,20 @@ def paired_difference(a: Sequence[float], b: Sequence[float], samples: int = 100
     return PairedDifference(float(diff.mean()), (float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))), float((means <= 0).mean()))
 
 
+def by_hop_count(items: Sequence[T], hops_of: Callable[[T], int]) -> list[tuple[str, list[T]]]:
+    """Group ``items`` per hop count, in order ("2", "3", "4" — whichever occur), then all of
+    them as "all": the grouping of every per-hop table in the evaluation report."""
+    counts = sorted({hops_of(item) for item in items})
+    return [(str(h), [item for item in items if hops_of(item) == h]) for h in counts] + [("all", list(items))]
+
+
 def summarize_metrics(rows: Sequence[Mapping], metrics: Sequence[str], samples: int = 1000, seed: int = 0) -> list[dict]:
     """Mean of each metric per hop count ("2", "3", "4") and over all claims ("all"), with its
     bootstrap 95% interval as ``<metric>_ci`` unless ``samples`` is 0; rows need ``num_hops``
     and the metrics (None values are skipped; a metric with none is None)."""
     out = []
-    for hops in [*sorted({r["num_hops"] for r in rows}), "all"]:
-        chosen = [r for r in rows if hops == "all" or r["num_hops"] == hops]
-        summary: dict = {"hops": str(hops), "claims": len(chosen)}
+    for hops, chosen in by_hop_count(rows, lambda r: r["num_hops"]):
+        summary: dict = {"hops": hops, "claims": len(chosen)}
         for metric in metrics:
             values = [float(r[metric]) for r in chosen if r.get(metric) is not None]
             summary[metric] = sum(values) / len(values) if values else None

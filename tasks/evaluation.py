@@ -22,7 +22,7 @@ from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import paired_difference, score_claim, summarize_metrics
+from baleen_core.metrics import by_hop_count, paired_difference, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -224,9 +224,8 @@ def difference_rows(metric_rows: Mapping[str, Sequence[dict]], main: str, sample
         if other == main:
             continue
         pairs = [(mine[r["uid"]], r) for r in rows if r["uid"] in mine]
-        for hops in [*sorted({a["num_hops"] for a, _ in pairs}), "all"]:
-            chosen = [(a, b) for a, b in pairs if hops == "all" or a["num_hops"] == hops]
-            row: dict = {"system": f"{main} − {other}", "hops": str(hops), "claims": len(chosen)}
+        for hops, chosen in by_hop_count(pairs, lambda pair: pair[0]["num_hops"]):
+            row: dict = {"system": f"{main} − {other}", "hops": hops, "claims": len(chosen)}
             for metric in COMPARED:
                 both = [(a[metric], b[metric]) for a, b in chosen if a[metric] is not None and b[metric] is not None]
                 diff = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed) if both else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.metrics import bootstrap_ci, evidence_ranking, hover_score, paired_difference, retrieval_at_k, score_claim, set_prf, summarize_metrics
+from baleen_core.metrics import bootstrap_ci, by_hop_count, evidence_ranking, hover_score, paired_difference, retrieval_at_k, score_claim, set_prf, summarize_metrics
 
 
 def test_partial_overlap_hand_worked():
@@ -86,6 +86,18 @@ def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
     assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)  # no variance, no width
     with pytest.raises(ValueError):
         bootstrap_ci([])
+
+
+def test_by_hop_count_groups_in_hop_order_then_all():
+    items = [("c", 4), ("a", 2), ("b", 3), ("d", 2)]
+    groups = by_hop_count(items, lambda item: item[1])
+    assert [(hops, [name for name, _ in chosen]) for hops, chosen in groups] == [
+        ("2", ["a", "d"]),
+        ("3", ["b"]),
+        ("4", ["c"]),
+        ("all", ["c", "a", "b", "d"]),
+    ]
+    assert by_hop_count([], lambda item: item) == [("all", [])]
 
 
 def test_summarize_metrics_by_hop_count_and_overall():
