@@ -8,6 +8,7 @@
 - ``score_claim``: all of them for one claim the engine verified; ``summarize_metrics`` averages
   them by hop count (``by_hop_count``) with percentile-bootstrap confidence intervals (``bootstrap_ci``);
   ``paired_difference`` compares two systems on the same claims (paired bootstrap).
+- ``gold_funnel``: where a claim's gold passages are lost (retrieved, stage 1, final facts).
 """
 
 from __future__ import annotations
@@ -127,6 +128,30 @@ def score_claim(
         "label_accuracy": None if correct is None else float(correct),
         "hover_score": None if correct is None else hover_score(correct, ranked_passages, ranked_sentences, gold, num_hops),
     }
+
+
+def gold_funnel(retrieved: Iterable[int], stage1: Iterable[int], facts: Sequence[tuple[int, int]], gold: Iterable[tuple[int, int]]) -> dict[str, float | int]:
+    """Where a claim's gold passages are lost: the share of them retrieved (any hop), put forward
+    by stage 1 (any hop), and among the final facts' passages, plus how many final facts there
+    are. Each share can only shrink along the way for the engine, whose facts come from stage 1's
+    picks and those from the retrieved passages."""
+    gold_pids = {pid for pid, _ in gold}
+    if not gold_pids:
+        raise ValueError("a claim without gold facts has no funnel")
+
+    def share(pids: Iterable[int]) -> float:
+        return len(gold_pids & set(pids)) / len(gold_pids)
+
+    return {
+        "gold_retrieved": share(retrieved),
+        "gold_in_stage1": share(stage1),
+        "gold_in_facts": share(pid for pid, _ in facts),
+        "final_facts": len(facts),
+    }
+
+
+#: The funnel's columns in ``claim_metrics``, in the order the gold passages pass through.
+FUNNEL = ("gold_retrieved", "gold_in_stage1", "gold_in_facts", "sentence_recall", "final_facts")
 
 
 def bootstrap_ci(values: Sequence[float], samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:

@@ -252,7 +252,7 @@ HOP_TRACES = ArtifactSchema(
 
 CLAIM_METRICS = ArtifactSchema(
     name="claim_metrics",
-    version=1,
+    version=2,
     description="HoVer's metrics per evaluated claim and system, computed from predictions, hop_traces and gold_facts.",
     key=("system", "uid"),
     sort_by=("system", "uid"),
@@ -276,6 +276,10 @@ CLAIM_METRICS = ArtifactSchema(
             _col("label_accuracy", pa.float64(), "1 when the predicted label is right; null without a gold label.", nullable=True),
             _col("hover_score", pa.float64(), "HoVer score: label right and evidence from every gold passage; null without a gold label.", nullable=True),
             _col("gold_first_hop", pa.list_(pa.int32()), "Per gold passage (by pid), the hop that first retrieved it; null = never."),
+            _col("gold_retrieved", pa.float64(), "Share of the gold passages retrieved at any hop."),
+            _col("gold_in_stage1", pa.float64(), "Share of the gold passages stage 1 put forward to stage 2 at any hop."),
+            _col("gold_in_facts", pa.float64(), "Share of the gold passages among the final facts' passages (= passage_recall)."),
+            _col("final_facts", pa.int32(), "How many final facts the system kept."),
         ]
     ),
 )

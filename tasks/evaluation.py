@@ -22,7 +22,7 @@ from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import by_hop_count, paired_difference, score_claim, summarize_metrics
+from baleen_core.metrics import FUNNEL, by_hop_count, gold_funnel, paired_difference, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -159,9 +159,11 @@ def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, ui
 def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]], k: int) -> list[dict]:
     """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts."""
     retrieved: dict[str, list[int]] = {}
+    stage1: dict[str, list[int]] = {}
     first_hop: dict[str, dict[int, int]] = {}
     for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
         retrieved.setdefault(t["uid"], []).extend(t["retrieved_pids"])
+        stage1.setdefault(t["uid"], []).extend(t["stage1_pids"])
         for pid in t["retrieved_pids"]:
             first_hop.setdefault(t["uid"], {}).setdefault(pid, t["hop"])
     rows = []
@@ -180,6 +182,7 @@ def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim
                 "label": p["label"],
                 **scores,
                 "gold_first_hop": [found.get(pid) for pid in sorted({pid for pid, _ in claim_gold})],
+                **gold_funnel(retrieved.get(p["uid"], []), stage1.get(p["uid"], []), facts, claim_gold),
             }
         )
     return rows
@@ -243,6 +246,20 @@ def differences_table(differences: Sequence[dict]) -> str:
     return (
         head + "\n".join(lines) + "\n\nEach cell: mean difference on the same claims [paired bootstrap 95% interval]; "
         "p = share of resamples in which the first system is not ahead.\n"
+    )
+
+
+def funnel_table(metric_rows: Mapping[str, Sequence[dict]]) -> str:
+    """Where each system loses the gold passages, per hop count: the means of :data:`FUNNEL`."""
+    head = "| system | hops | claims | gold retrieved | in stage 1's picks | in the final facts | gold sentences kept | final facts |\n|---|---|---|---|---|---|---|---|\n"
+    lines = []
+    for system, rows in metric_rows.items():
+        for row in summarize_metrics(rows, FUNNEL, samples=0):
+            cells = ["—" if row[m] is None else f"{row[m]:.1f}" if m == "final_facts" else f"{row[m]:.3f}" for m in FUNNEL]
+            lines.append(f"| {system} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    return (
+        head + "\n".join(lines) + "\n\nShares of each claim's gold passages, averaged over claims: retrieved at any hop, put "
+        "forward by stage 1, among the final facts' passages; then the share of gold sentences among the final facts.\n"
     )
 
 
@@ -443,6 +460,7 @@ def evaluation_report(
     differences = difference_rows(metric_rows, main, ev.bootstrap, ev.seed) if len(outputs) > 1 else []
     if differences:
         table += f"\n## {main} against each other system, claim by claim\n\n" + differences_table(differences)
+    table += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
     trace_links = "\n".join(f"- [{p.stem}]({p.as_uri()})" for p in traces)
     markdown = (

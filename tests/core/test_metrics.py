@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.metrics import bootstrap_ci, by_hop_count, evidence_ranking, hover_score, paired_difference, retrieval_at_k, score_claim, set_prf, summarize_metrics
+from baleen_core.metrics import bootstrap_ci, by_hop_count, evidence_ranking, gold_funnel, hover_score, paired_difference, retrieval_at_k, score_claim, set_prf, summarize_metrics
 
 
 def test_partial_overlap_hand_worked():
@@ -86,6 +86,19 @@ def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
     assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)  # no variance, no width
     with pytest.raises(ValueError):
         bootstrap_ci([])
+
+
+def test_gold_funnel_hand_worked():
+    gold = [(1, 0), (1, 2), (2, 0), (3, 1)]  # gold passages 1, 2, 3
+    retrieved = [9, 1, 2, 8, 2]  # 1 and 2 retrieved (2 twice counts once), 3 never
+    stage1 = [1, 1, 2]
+    facts = [(1, 0), (7, 0), (1, 3)]  # only passage 1 survives to the final facts
+    funnel = gold_funnel(retrieved, stage1, facts, gold)
+    assert funnel == {"gold_retrieved": pytest.approx(2 / 3), "gold_in_stage1": pytest.approx(2 / 3), "gold_in_facts": pytest.approx(1 / 3), "final_facts": 3}
+    assert funnel["gold_in_facts"] == pytest.approx(set_prf({pid for pid, _ in facts}, {1, 2, 3}).recall)  # = passage recall
+    assert gold_funnel([], [], [], gold) == {"gold_retrieved": 0.0, "gold_in_stage1": 0.0, "gold_in_facts": 0.0, "final_facts": 0}
+    with pytest.raises(ValueError):
+        gold_funnel([1], [1], [(1, 0)], [])
 
 
 def test_by_hop_count_groups_in_hop_order_then_all():

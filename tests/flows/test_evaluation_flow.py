@@ -52,6 +52,13 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
         "SELECT max(abs(CASE WHEN h = 0 THEN 0 ELSE 2.0 * h / (np + ng) END - m.passage_f1)) AS worst FROM hits JOIN claim_metrics m USING (system, uid)",
     ).to_pylist()
     assert recomputed[0]["worst"] < 1e-9
+    # the funnel can only narrow: final facts come from stage 1's picks, and those from the retrieved passages
+    funnel = query(
+        store,
+        "SELECT bool_and(gold_retrieved >= gold_in_stage1 AND gold_in_stage1 >= gold_in_facts) AS narrows, "
+        "max(abs(gold_in_facts - passage_recall)) AS recall_gap FROM claim_metrics",
+    ).to_pylist()[0]
+    assert funnel["narrows"] and funnel["recall_gap"] < 1e-9
     bounds = query(store, "SELECT min(least(passage_f1, sentence_f1, retrieval_at_100)) AS lo, max(greatest(passage_f1, sentence_f1, retrieval_at_100)) AS hi FROM claim_metrics").to_pylist()[0]
     assert 0 <= bounds["lo"] <= bounds["hi"] <= 1
 
@@ -60,6 +67,7 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     markdown = (reports / "report.md").read_text()
     assert all(f"| {system} | all |" in markdown for system in SYSTEMS)
     assert all(f"| baleen − {system} | all |" in markdown for system in SYSTEMS if system != "baleen")  # paired differences
+    assert "## Where the gold passages are lost" in markdown
     assert all((reports / name).read_bytes().startswith(b"\x89PNG") for name in ("metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"))
     pages = sorted((reports / "traces").glob("baleen-*.html"))
     assert len(pages) == 2 and "Hop 1" in pages[0].read_text() and "counted" in pages[0].read_text()

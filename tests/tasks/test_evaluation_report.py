@@ -1,10 +1,11 @@
-"""The evaluation report's paired comparison of the full system with each baseline."""
+"""The evaluation report's tables: the paired comparison of the full system with each baseline,
+and where each system loses the gold passages."""
 
 from __future__ import annotations
 
 import pytest
 
-from baleen_tasks.evaluation import COMPARED, difference_rows, differences_table
+from baleen_tasks.evaluation import COMPARED, difference_rows, differences_table, funnel_table
 
 
 def _row(uid, hops, passage_f1, label_accuracy=1.0):
@@ -29,3 +30,14 @@ def test_differences_pair_claims_by_uid_per_hop_count():
     table = differences_table(list(rows.values()))
     assert "| baleen − bm25-multihop | 3 | 1 | +0.300 [+0.300, +0.300] p=0.000 |" in table and table.count("\n| baleen") == 3
     assert all(f"Δ {m}" in table for m in COMPARED)
+
+
+def test_funnel_table_averages_each_stage_per_hop_count():
+    def funnel(hops, retrieved, stage1, facts, sentences, n):
+        return {"num_hops": hops, "gold_retrieved": retrieved, "gold_in_stage1": stage1, "gold_in_facts": facts, "sentence_recall": sentences, "final_facts": n}
+
+    rows = {"baleen": [funnel(2, 1.0, 0.5, 0.5, 0.25, 10), funnel(2, 0.5, 0.5, 0.0, 0.0, 6), funnel(3, 1.0, 1.0, 2 / 3, 0.5, 9)]}
+    table = funnel_table(rows)
+    assert "| baleen | 2 | 2 | 0.750 | 0.500 | 0.250 | 0.125 | 8.0 |" in table
+    assert "| baleen | 3 | 1 | 1.000 | 1.000 | 0.667 | 0.500 | 9.0 |" in table
+    assert "| baleen | all | 3 | 0.833 | 0.667 | 0.389 | 0.250 | 8.3 |" in table
