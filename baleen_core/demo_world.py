@@ -205,7 +205,7 @@ class DemoWorld:
         rng, a = self.rng, e.attrs
         if e.kind == "city":
             if rng.random() < 0.5:
-                river = a["river"] if not wrong else rng.choice([r for r in {c.attrs["river"] for c in self.entities["city"]} if r != a["river"]])
+                river = a["river"] if not wrong else rng.choice([r for r in sorted({c.attrs["river"] for c in self.entities["city"]}) if r != a["river"]])
                 return "river", f"that lies on the {river} River", True
             year = a["founded"] + (rng.choice([-1, 1]) * rng.randint(3, 60) if wrong else 0)
             return "founded", f"that was founded in {year}", True

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import bz2
 import json
+import os
+import subprocess
+import sys
 
 from baleen_core.config import DemoConfig
 from baleen_core.demo_world import DemoWorld, write_demo_world
@@ -19,6 +22,17 @@ def test_same_seed_same_world(tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     c = write_demo_world(tmp_path / "c", SMALL.model_copy(update={"seed": 99}))
     assert (c / "claims_train.json").read_bytes() != (a / "claims_train.json").read_bytes()
+
+
+def test_same_world_whatever_the_hash_seed(tmp_path):
+    # Python randomises str hashes per process, so iterating a set of names would make the world
+    # depend on the process: generate it in two processes with different hash seeds.
+    script = "import sys; from baleen_core.config import DemoConfig; from baleen_core.demo_world import write_demo_world; " \
+        f"write_demo_world(sys.argv[1], DemoConfig(**{SMALL.model_dump()!r}))"
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / seed)], check=True, env={**os.environ, "PYTHONHASHSEED": seed})
+    for name in ("claims_train.json", "claims_dev.json", "wiki/AA/wiki_00.bz2"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name
 
 
 def test_claims_are_multi_hop_with_bridges_unnamed(tmp_path):
