@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from prefect import task
@@ -237,44 +237,46 @@ def difference_rows(metric_rows: Mapping[str, Sequence[dict]], main: str, sample
     return out
 
 
+def _per_hop_table(first: str, columns: Sequence[str], rows: Iterable[tuple[str, str, int, list[str]]]) -> str:
+    """A Markdown table of (name, hop count, claims, cells) rows: the shape of every per-hop table
+    in the report."""
+    head = f"| {first} | hops | claims | " + " | ".join(columns) + " |\n|---|---|---|" + "---|" * len(columns) + "\n"
+    return head + "\n".join(f"| {name} | {hops} | {claims} | " + " | ".join(cells) + " |" for name, hops, claims, cells in rows)
+
+
 def differences_table(differences: Sequence[dict]) -> str:
-    head = "| comparison | hops | claims | " + " | ".join(f"Δ {m}" for m in COMPARED) + " |\n|---|---|---|" + "---|" * len(COMPARED) + "\n"
-    lines = []
-    for row in differences:
-        cells = ["—" if row[m] is None else f"{row[m]:+.3f} [{row[m + '_ci'][0]:+.3f}, {row[m + '_ci'][1]:+.3f}] p={row[m + '_p']:.3f}" for m in COMPARED]
-        lines.append(f"| {row['system']} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    def cell(row: dict, m: str) -> str:
+        return "—" if row[m] is None else f"{row[m]:+.3f} [{row[m + '_ci'][0]:+.3f}, {row[m + '_ci'][1]:+.3f}] p={row[m + '_p']:.3f}"
+
+    rows = ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in COMPARED]) for row in differences)
     return (
-        head + "\n".join(lines) + "\n\nEach cell: mean difference on the same claims [paired bootstrap 95% interval]; "
+        _per_hop_table("comparison", [f"Δ {m}" for m in COMPARED], rows) + "\n\nEach cell: mean difference on the same claims [paired bootstrap 95% interval]; "
         "p = share of resamples in which the first system is not ahead.\n"
     )
 
 
 def funnel_table(metric_rows: Mapping[str, Sequence[dict]]) -> str:
     """Where each system loses the gold passages, per hop count: the means of :data:`FUNNEL`."""
-    head = "| system | hops | claims | gold retrieved | in stage 1's picks | in the final facts | gold sentences kept | final facts |\n|---|---|---|---|---|---|---|---|\n"
-    lines = []
-    for system, rows in metric_rows.items():
-        for row in summarize_metrics(rows, FUNNEL, samples=0):
-            cells = ["—" if row[m] is None else f"{row[m]:.1f}" if m == "final_facts" else f"{row[m]:.3f}" for m in FUNNEL]
-            lines.append(f"| {system} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    columns = ["gold retrieved", "in stage 1's picks", "in the final facts", "gold sentences kept", "final facts"]
+
+    def cell(row: dict, m: str) -> str:
+        return "—" if row[m] is None else f"{row[m]:.1f}" if m == "final_facts" else f"{row[m]:.3f}"
+
+    rows = ((system, row["hops"], row["claims"], [cell(row, m) for m in FUNNEL]) for system, per_system in metric_rows.items() for row in summarize_metrics(per_system, FUNNEL, samples=0))
     return (
-        head + "\n".join(lines) + "\n\nShares of each claim's gold passages, averaged over claims: retrieved at any hop, put "
+        _per_hop_table("system", columns, rows) + "\n\nShares of each claim's gold passages, averaged over claims: retrieved at any hop, put "
         "forward by stage 1, among the final facts' passages; then the share of gold sentences among the final facts.\n"
     )
 
 
 def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict]) -> str:
-    head = "| system | hops | claims | " + " | ".join(METRICS) + " |\n|---|---|---|" + "---|" * len(METRICS) + "\n"
-    lines = []
-    for row in summary:
-        cells = []
-        for metric in METRICS:
-            value, ci = row[metric], row[f"{metric}_ci"]
-            cells.append("—" if value is None else f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
-        lines.append(f"| {row['system']} | {row['hops']} | {row['claims']} | " + " | ".join(cells) + " |")
+    def cell(row: dict, m: str) -> str:
+        return "—" if row[m] is None else f"{row[m]:.3f} [{row[m + '_ci'][0]:.3f}, {row[m + '_ci'][1]:.3f}]"
+
+    rows = ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in METRICS]) for row in summary)
     speed = "\n".join(f"| {s} | {t['claims']} | {t['seconds']} | {t['claims_per_second']} | {t['device']} |" for s, t in throughput.items())
     return (
-        head + "\n".join(lines) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops = Retrieval@(25 × hops).\n\n"
+        _per_hop_table("system", METRICS, rows) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops = Retrieval@(25 × hops).\n\n"
         "| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
     )
 
