@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -256,23 +255,21 @@ class GateResult:
 def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef], *, raise_on_failure: bool = True) -> GateResult:
     """Validate ``refs[artifact]`` with its suite; ``refs`` also provides the sibling artifacts."""
     target = refs[artifact]
-    db_path = store.root / "tmp" / f"gate-{uuid.uuid4().hex}.duckdb"
-    con = duckdb.connect(str(db_path))
-    try:
-        for name, ref in refs.items():
-            files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in ref.files)
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
-    finally:
-        con.close()
-    try:
+    # a locked scratch directory: another run's tmp/ sweep must not delete the database mid-gate
+    with store.scratch_dir("gate") as scratch:
+        db_path = scratch / "views.duckdb"
+        con = duckdb.connect(str(db_path))
+        try:
+            for name, ref in refs.items():
+                files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in ref.files)
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
+        finally:
+            con.close()
         with warnings.catch_warnings():
             # SQLAlchemy reflects DuckDB list columns (e.g. hop_labels.negative_pids) as untyped;
             # the suites query them with SQL, so the type is not needed.
             warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
             result = _validate(db_path, artifact, SUITES[artifact](set(refs) - {artifact}))
-    finally:
-        db_path.unlink(missing_ok=True)
-        db_path.with_suffix(".duckdb.wal").unlink(missing_ok=True)
 
     failures = [_failure(r) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer

@@ -70,3 +70,22 @@ def test_unresolved_gold_fact_and_bad_claim_values_fail(store):
     claim_gate = run_gate(store, "claims", refs, raise_on_failure=False)
     names = " ".join(f["expectation"] for f in claim_gate.failures)
     assert "label" in names and "num_hops" in names and "resolved claims have every fact resolved" in names
+
+
+def test_a_concurrent_tmp_sweep_leaves_a_running_gate_alone(store, monkeypatch):
+    # another run's catalog refresh sweeps tmp/ while this gate reads its views database
+    from baleen_tasks import gates
+
+    validate, swept = gates._validate, []
+
+    def sweep_then_validate(db_path, artifact, expectations):
+        swept.extend(store.sweep_tmp())
+        return validate(db_path, artifact, expectations)
+
+    monkeypatch.setattr(gates, "_validate", sweep_then_validate)
+    refs = {
+        "passages": _write(store, "passages", _passage_rows([1, 2], ["A", "B"], [2, 1])),
+        "sentences": _write(store, "sentences", {"pid": [1, 1, 2], "sid": [0, 1, 0], "text": ["a", "b", "c"]}),
+    }
+    assert run_gate(store, "passages", refs).success and swept == []
+    assert not any((store.root / "tmp").iterdir())  # the gate cleaned up after itself
