@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from baleen_core.runtime import baleen_home
 
@@ -251,14 +251,23 @@ class CondenserConfig(_Strict):
     claim_maxlen: int = Field(default=96, ge=8, description="Stage 2 and reader: tokens of the claim.")
     fact_maxlen: int = Field(default=40, ge=4, description="Stage 2: tokens per fact at most (fewer when many facts must fit).")
     stage2_maxlen: int = Field(default=512, ge=64, le=512)
-    top_facts: int = Field(default=9, ge=1, description="Stage-2 input size: context facts plus the best stage-1 facts (Baleen: 9).")
-    min_new_facts: int = Field(default=3, ge=1, description="Stage-1 facts stage 2 always sees, however long the context.")
+    top_facts: int = Field(default=9, ge=1, description="Stage-2 input size: context facts first, then the best new stage-1 facts (Baleen: 9).")
+    max_kept: int = Field(default=5, ge=1, description="Facts stage 2 keeps at most, the best ones above the threshold (Baleen: 5).")
+    min_kept: int = Field(default=1, ge=0, description="Facts kept even below the threshold (the reference: 0; see the engine's docstring).")
     stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact is kept (0 = P > 0.5, as Baleen); the evaluation calibrates it on held-out training claims.")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()
+
+    @model_validator(mode="after")
+    def _room_for_new_facts(self) -> CondenserConfig:
+        if self.max_kept >= self.top_facts:
+            raise ValueError(f"max_kept ({self.max_kept}) must be below top_facts ({self.top_facts}), or a full context leaves stage 2 no room for new facts")
+        if self.min_kept > self.max_kept:
+            raise ValueError(f"min_kept ({self.min_kept}) cannot exceed max_kept ({self.max_kept})")
+        return self
 
 
 class ReaderConfig(_Strict):
@@ -283,7 +292,7 @@ SYSTEMS: dict[str, str] = {
     "baleen": "trained FLIPR (focused scoring) + trained condensers + reader, hop by hop",
     "bm25-multihop": "BM25 instead of FLIPR, same condensers and reader (isolates the retriever)",
     "colbert-full": "trained FLIPR scored with every query position, ColBERT-style (isolates focused scoring)",
-    "single-hop": "one retrieval of 25 × H passages from the claim alone, one condensing pass (isolates multi-hop)",
+    "single-hop": "one retrieval from the claim alone, its best k × H passages in one condensing pass (isolates multi-hop)",
     "untrained-flipr": "the untrained backbone's FLIPR index, same condensers and reader (isolates retriever training)",
 }
 
@@ -294,7 +303,8 @@ class EvaluationConfig(_Strict):
     split: Literal["train", "dev", "test"] = Field(default="dev", description="Claims evaluated (never tune on them).")
     systems: list[SystemName] = Field(default_factory=lambda: list(SYSTEMS), description="Systems run on the same claims and corpus.")
     hops: int | None = Field(default=None, ge=1, le=8, description="Hops per claim; None = the claim's num_hops (as the papers).")
-    k: int = Field(default=25, ge=1, description="Passages retrieved per hop.")
+    depth: int = Field(default=100, ge=1, description="Passages retrieved per claim over all hops: the Retrieval@depth pool (Baleen: 100).")
+    k: int | None = Field(default=None, ge=1, description="Passages the condensers read per hop; None = depth // hops (50 / 33 / 25 for 2 / 3 / 4 hops, as Baleen).")
     max_claims: int | None = Field(default=None, ge=1, description="Evaluate only the first N claims by uid (smoke runs).")
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals.")
     seed: int = 0

@@ -94,20 +94,23 @@ CLAIM_METRICS = (
 
 def score_claim(
     facts: Sequence[tuple[int, int]],
-    retrieved: Sequence[int],
+    read: Iterable[int],
+    pool: Sequence[int],
     gold: Iterable[tuple[int, int]],
     num_hops: int,
     predicted_label: str,
     gold_label: str | None,
-    k_per_hop: int = 25,
 ) -> dict[str, float | None]:
     """HoVer's metrics for one claim from what the engine produced.
 
-    ``facts`` are the final (pid, sid) facts, best first; ``retrieved`` every passage retrieved, in
-    hop then rank order; ``gold`` the claim's (pid, sid) supporting facts. The passage metrics
-    compare the passages of the final facts with the gold passages, the sentence metrics the facts
-    with the gold facts. ``retrieval_at_hops`` is Retrieval@(k_per_hop × num_hops). With no gold
-    label (a test split) the label metrics are None."""
+    ``facts`` are the final (pid, sid) facts, best first; ``read`` the passages the condensers
+    read over all hops; ``pool`` the claim's Retrieval@depth pool (distinct passages in the order
+    they were retrieved, see ``baleen_core.engine``); ``gold`` the claim's (pid, sid) supporting
+    facts; ``num_hops`` the hops HoVer's score counts evidence for. The passage metrics compare the
+    passages of the final facts with the gold passages, the sentence metrics the facts with the
+    gold facts. ``retrieval_at_hops``: every gold passage was read by the condensers;
+    ``retrieval_at_100``: every gold passage is among the pool's first 100. With no gold label (a
+    test split) the label metrics are None."""
     gold = set(gold)
     gold_pids = {pid for pid, _ in gold}
     passage = set_prf({pid for pid, _ in facts}, gold_pids)
@@ -123,8 +126,8 @@ def score_claim(
         "sentence_recall": sentence.recall,
         "sentence_f1": sentence.f1,
         "sentence_em": sentence.em,
-        "retrieval_at_hops": retrieval_at_k(retrieved, gold_pids, k_per_hop * num_hops),
-        "retrieval_at_100": retrieval_at_k(retrieved, gold_pids, 100),
+        "retrieval_at_hops": float(gold_pids <= set(read)),
+        "retrieval_at_100": retrieval_at_k(pool, gold_pids, 100),
         "label_accuracy": None if correct is None else float(correct),
         "hover_score": None if correct is None else hover_score(correct, ranked_passages, ranked_sentences, gold, num_hops),
     }

@@ -258,12 +258,12 @@ def verify(
         cfg = cfg.with_stage2_threshold(threshold)
         typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {threshold}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
-    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
+    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.reader.device if kind == "reader" else cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
     texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731
-    verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
+    verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, depth=cfg.evaluation.depth, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
     titles = {pid: p.title for pid, p in texts({pid for h in verdict.hops for pid, _ in h.retrieved}).items()}
     for h in verdict.hops:
-        typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages retrieved")
+        typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages read")
         for rank, (pid, score) in enumerate(h.retrieved[:shown], 1):
             typer.echo(f"  {rank:>3}. {score:8.3f}  {titles.get(pid, pid)}")
         typer.echo("  stage 1 put forward: " + (" · ".join(f"{s.title} [{s.sid}] {x:.2f}" for s, x in h.stage1_top) or "nothing new"))

@@ -60,7 +60,7 @@ def evaluation_flow(
     for system in config.evaluation.systems:
         verified = verify_split(root, system, claims, passages, sentences, models, config, run_id, force)
         validate_artifact(root, "predictions", verified)
-        metrics = score_predictions(root, system, verified["predictions"], verified["hop_traces"], claims, gold_facts, config.evaluation.k, run_id, force)
+        metrics = score_predictions(root, system, verified["predictions"], verified["hop_traces"], claims, gold_facts, run_id, force)
         outputs[system] = {**verified, "claim_metrics": metrics}
     evaluation_report(root, outputs, claims, gold_facts, passages, sentences, models, config, split, run_id)
     refresh_catalog(root)

@@ -229,7 +229,7 @@ PREDICTIONS = ArtifactSchema(
 
 HOP_TRACES = ArtifactSchema(
     name="hop_traces",
-    version=1,
+    version=2,
     description="What the engine did at each hop: passages retrieved, new facts stage 2 read, facts kept.",
     key=("system", "uid", "hop"),
     sort_by=("system", "uid", "hop"),
@@ -238,8 +238,9 @@ HOP_TRACES = ArtifactSchema(
             _col("system", pa.string(), "Evaluated system."),
             _col("uid", pa.string(), "Claim uid."),
             _col("hop", pa.int32(), "Hop number, from 1."),
-            _col("retrieved_pids", pa.list_(pa.int64()), "Passages retrieved at this hop, best first (never one from an earlier hop)."),
+            _col("retrieved_pids", pa.list_(pa.int64()), "Passages the condensers read at this hop, best first (none with a fact in the hop's context; an earlier hop's may recur)."),
             _col("retrieved_scores", pa.list_(pa.float64()), "Their retriever scores, aligned."),
+            _col("pool_pids", pa.list_(pa.int64()), "Passages this hop added to the claim's Retrieval@100 pool (distinct over the claim's hops), in rank order."),
             _col("stage1_pids", pa.list_(pa.int64()), "New facts stage 1 put forward to stage 2: passage ids, best first."),
             _col("stage1_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
             _col("stage1_scores", pa.list_(pa.float64()), "Their stage-1 scores, aligned."),
@@ -252,7 +253,7 @@ HOP_TRACES = ArtifactSchema(
 
 CLAIM_METRICS = ArtifactSchema(
     name="claim_metrics",
-    version=2,
+    version=3,
     description="HoVer's metrics per evaluated claim and system, computed from predictions, hop_traces and gold_facts.",
     key=("system", "uid"),
     sort_by=("system", "uid"),
@@ -271,8 +272,8 @@ CLAIM_METRICS = ArtifactSchema(
             _col("sentence_recall", pa.float64(), "Sentence recall."),
             _col("sentence_f1", pa.float64(), "Sentence F1."),
             _col("sentence_em", pa.float64(), "1 when the final facts are exactly the gold facts."),
-            _col("retrieval_at_hops", pa.float64(), "1 when every gold passage is in the first 25 × num_hops retrieved."),
-            _col("retrieval_at_100", pa.float64(), "1 when every gold passage is in the first 100 retrieved."),
+            _col("retrieval_at_hops", pa.float64(), "1 when every gold passage was read by the condensers at some hop (k per hop)."),
+            _col("retrieval_at_100", pa.float64(), "1 when every gold passage is among the first 100 distinct passages retrieved over the hops (pool_pids)."),
             _col("label_accuracy", pa.float64(), "1 when the predicted label is right; null without a gold label.", nullable=True),
             _col("hover_score", pa.float64(), "HoVer score: label right and evidence from every gold passage; null without a gold label.", nullable=True),
             _col("gold_first_hop", pa.list_(pa.int32()), "Per gold passage (by pid), the hop that first retrieved it; null = never."),

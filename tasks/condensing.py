@@ -329,14 +329,14 @@ def calibrate_stage2(
     examples = stage2_examples(first, held, condenser, training)
     scores = condense_stage2(second, [e.claim for e in examples], [list(e.facts) for e in examples], condenser)
     gold = [list(e.gold) for e in examples]
-    threshold, f1 = calibrate_threshold(scores, gold)
+    threshold, f1 = calibrate_threshold(scores, gold, condenser.max_kept, condenser.min_kept)
     result = {
         "threshold": round(threshold, 4),
         "held_out_claims": len({h.uid for h in held}),
         "held_out_hops": len(held),
         "kept_f1": round(f1, 4),
-        "kept_f1_at_0": round(kept_f1(scores, gold, 0.0), 4),
-        "mean_kept": round(sum(len(kept_facts(s, s, threshold=threshold)) for s in scores) / len(scores), 2),
+        "kept_f1_at_0": round(kept_f1(scores, gold, 0.0, condenser.max_kept, condenser.min_kept), 4),
+        "mean_kept": round(sum(len(kept_facts(s, s, condenser.max_kept, condenser.min_kept, threshold)) for s in scores) / len(scores), 2),
     }
     publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on held-out training claims")
     run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", result["held_out_claims"], result)

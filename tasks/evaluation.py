@@ -80,6 +80,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
             "hop": h.hop,
             "retrieved_pids": [pid for pid, _ in h.retrieved],
             "retrieved_scores": [float(score) for _, score in h.retrieved],
+            "pool_pids": list(h.pool),
             **facts("stage1", h.stage1_top),
             **facts("kept", h.kept),
         }
@@ -107,7 +108,7 @@ def verify_split(
     producer = eval_producer(system)
     params = {
         "system": system,
-        "evaluation": ev.model_dump(mode="json", include={"split", "hops", "k", "max_claims"}),
+        "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
         "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
         "search": config.search.model_dump(mode="json"),
@@ -126,7 +127,7 @@ def verify_split(
     with Progress(hop_work, f"verify {len(rows)} {ev.split} claims · {system}", unit="claim-hop") as progress:
         verdicts = verify_claims(
             claim_inputs, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
-            config.condenser, config.reader, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
+            config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
         )
     seconds = time.perf_counter() - started
     predictions, traces = verdict_tables(system, verdicts)
@@ -156,13 +157,15 @@ def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, ui
     return claim_rows, gold
 
 
-def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]], k: int) -> list[dict]:
+def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]]) -> list[dict]:
     """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts."""
     retrieved: dict[str, list[int]] = {}
+    pool: dict[str, list[int]] = {}
     stage1: dict[str, list[int]] = {}
     first_hop: dict[str, dict[int, int]] = {}
     for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
         retrieved.setdefault(t["uid"], []).extend(t["retrieved_pids"])
+        pool.setdefault(t["uid"], []).extend(t["pool_pids"])
         stage1.setdefault(t["uid"], []).extend(t["stage1_pids"])
         for pid in t["retrieved_pids"]:
             first_hop.setdefault(t["uid"], {}).setdefault(pid, t["hop"])
@@ -171,7 +174,7 @@ def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim
         claim, claim_gold = claim_rows[p["uid"]], gold[p["uid"]]
         num_hops = int(claim["num_hops"])
         facts = list(zip(p["fact_pids"], p["fact_sids"], strict=True))
-        scores = score_claim(facts, retrieved.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"], k)
+        scores = score_claim(facts, retrieved.get(p["uid"], []), pool.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"])
         found = first_hop.get(p["uid"], {})
         rows.append(
             {
@@ -190,17 +193,19 @@ def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim
 
 @task(name="score-predictions", task_run_name="score · {system}")
 def score_predictions(
-    store_root: str, system: str, predictions: ArtifactRef, hop_traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, k: int, run_id: str, force: bool = False
+    store_root: str, system: str, predictions: ArtifactRef, hop_traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, run_id: str, force: bool = False
 ) -> ArtifactRef:
-    """HoVer's metrics per claim, read back from the published artifacts → ``claim_metrics``."""
+    """HoVer's metrics per claim, read back from the published artifacts → ``claim_metrics``.
+    Fingerprinted on everything it reads: the claims (labels, ``num_hops``) as well as the
+    predictions, traces and gold facts."""
     store, producer = ArtifactStore(store_root), eval_producer(system)
-    inputs = {"predictions": predictions.fingerprint, "hop_traces": hop_traces.fingerprint, "gold_facts": gold_facts.fingerprint}
-    fp = fingerprint(step="claim_metrics", inputs=inputs, k=k, version=CLAIM_METRICS.version)
+    inputs = {"predictions": predictions.fingerprint, "hop_traces": hop_traces.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
+    fp = fingerprint(step="claim_metrics", inputs=inputs, version=CLAIM_METRICS.version)
     if not force and (reused := store.find("claim_metrics", producer, fp)):
         return reused
     claim_rows, gold = _gold(store, claims, gold_facts)
-    rows = claim_metric_rows(store.read_table(predictions).to_pylist(), store.read_table(hop_traces).to_pylist(), claim_rows, gold, k)
-    with store.writer("claim_metrics", run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params={"system": system, "k": k}, flow_run=flow_run_info()) as writer:
+    rows = claim_metric_rows(store.read_table(predictions).to_pylist(), store.read_table(hop_traces).to_pylist(), claim_rows, gold)
+    with store.writer("claim_metrics", run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params={"system": system}, flow_run=flow_run_info()) as writer:
         writer.write(pa.Table.from_pylist(rows, schema=CLAIM_METRICS.schema))
     return writer.ref
 
@@ -276,7 +281,8 @@ def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict]) -> s
     rows = ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in METRICS]) for row in summary)
     speed = "\n".join(f"| {s} | {t['claims']} | {t['seconds']} | {t['claims_per_second']} | {t['device']} |" for s, t in throughput.items())
     return (
-        _per_hop_table("system", METRICS, rows) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops = Retrieval@(25 × hops).\n\n"
+        _per_hop_table("system", METRICS, rows) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops: every gold passage read by the condensers "
+        "(k per hop); retrieval_at_100: every gold passage among the first 100 distinct passages retrieved over the hops.\n\n"
         "| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
     )
 
@@ -320,7 +326,7 @@ def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
 
 
 def retrieval_curve_plot(retrieved: Mapping[str, Mapping[str, list[int]]], gold_pids: Mapping[str, set[int]], max_k: int = 100) -> bytes:
-    """Retrieval@k (every gold passage within the first k retrieved) against k, per system."""
+    """Retrieval@k (every gold passage within the first k of the claim's pool) against k, per system."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ks = list(range(1, max_k + 1))
@@ -332,7 +338,7 @@ def retrieval_curve_plot(retrieved: Mapping[str, Mapping[str, list[int]]], gold_
             ranks = [position.get(pid) for pid in gold_pids[uid]]
             complete.append(max(ranks) if all(ranks) else None)
         ax.plot(ks, [sum(1 for c in complete if c is not None and c <= k) / len(complete) for k in ks], label=system)
-    ax.set(xlabel="k (passages retrieved over all hops, in hop then rank order)", ylabel="Retrieval@k", ylim=(0, 1), title="Retrieval@k")
+    ax.set(xlabel="k (distinct passages retrieved over all hops, in hop then rank order)", ylabel="Retrieval@k", ylim=(0, 1), title="Retrieval@k")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _png(fig)
@@ -441,8 +447,8 @@ def evaluation_report(
     retrieved: dict[str, dict[str, list[int]]] = {}
     for system, refs in outputs.items():
         by_uid = retrieved.setdefault(system, {})
-        for t in sorted(store.read_table(refs["hop_traces"], ["uid", "hop", "retrieved_pids"]).to_pylist(), key=lambda t: (t["uid"], t["hop"])):
-            by_uid.setdefault(t["uid"], []).extend(t["retrieved_pids"])
+        for t in sorted(store.read_table(refs["hop_traces"], ["uid", "hop", "pool_pids"]).to_pylist(), key=lambda t: (t["uid"], t["hop"])):
+            by_uid.setdefault(t["uid"], []).extend(t["pool_pids"])
     plots = {
         "metrics-by-hops.png": metrics_by_hops_plot(summary),
         "retrieval-at-k.png": retrieval_curve_plot(retrieved, {uid: {pid for pid, _ in g} for uid, g in gold.items()}),

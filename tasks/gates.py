@@ -194,24 +194,24 @@ def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
         gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
         gxe.ExpectColumnValuesToBeBetween(column="prob_supported", min_value=0, max_value=1),
         gxe.UnexpectedRowsExpectation(
-            description="the label is SUPPORTED exactly when prob_supported > 0.5, and every claim has at least one fact",
+            description="the label is SUPPORTED exactly when prob_supported > 0.5, and the fact columns align",
             unexpected_rows_query=(
                 "SELECT uid, label, prob_supported FROM {batch} WHERE (label = 'SUPPORTED') <> (prob_supported > 0.5) "
-                "OR len(fact_pids) = 0 OR len(fact_pids) <> len(fact_sids) OR len(fact_pids) <> len(fact_scores)"
+                "OR len(fact_pids) <> len(fact_sids) OR len(fact_pids) <> len(fact_scores)"
             ),
         ),
     ]
     if "hop_traces" in views:
         suite.append(
             gxe.UnexpectedRowsExpectation(
-                description="each claim's traces run hop 1..hops, no passage is retrieved twice, and the final facts are the last hop's kept facts",
+                description="each claim's traces run hop 1..hops, no passage enters the Retrieval@100 pool twice, and the final facts are the last hop's kept facts",
                 unexpected_rows_query=(
-                    "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(retrieved_pids)) AS retrieved, "
+                    "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(pool_pids)) AS pooled, "
                     "arg_max(kept_pids, hop) AS kept_pids, arg_max(kept_sids, hop) AS kept_sids FROM hop_traces GROUP BY system, uid), "
-                    "d AS (SELECT system, uid, count(DISTINCT pid) AS distinct_retrieved "
-                    "FROM (SELECT system, uid, unnest(retrieved_pids) AS pid FROM hop_traces) GROUP BY system, uid) "
+                    "d AS (SELECT system, uid, count(DISTINCT pid) AS distinct_pooled "
+                    "FROM (SELECT system, uid, unnest(pool_pids) AS pid FROM hop_traces) GROUP BY system, uid) "
                     "SELECT p.uid FROM {batch} p LEFT JOIN h USING (system, uid) LEFT JOIN d USING (system, uid) "
-                    "WHERE h.n IS NULL OR h.first <> 1 OR h.last <> h.n OR h.n <> p.hops OR coalesce(d.distinct_retrieved, 0) <> h.retrieved "
+                    "WHERE h.n IS NULL OR h.first <> 1 OR h.last <> h.n OR h.n <> p.hops OR coalesce(d.distinct_pooled, 0) <> h.pooled "
                     "OR h.kept_pids <> p.fact_pids OR h.kept_sids <> p.fact_sids"
                 ),
             )

@@ -4,11 +4,12 @@ Every function takes many queries at once, so the encoder sees full, length-sort
 
 - :func:`condense_stage1` scores every sentence of each query's passages; a query's sentences
   come back ranked best first.
-- :func:`stage2_candidates` picks what stage 2 reads: the context facts plus the best new stage-1
-  facts, ``top_facts`` in all (Baleen: 9) but never fewer than ``min_new`` new ones.
-- :func:`condense_stage2` scores each query's candidate facts jointly; facts scoring above the
-  threshold (0 unless calibrated, :func:`calibrate_threshold`) are the ones kept, and always the
-  best one (:func:`kept_facts`).
+- :func:`stage2_candidates` picks what stage 2 reads: the context facts first, then the best new
+  stage-1 facts, ``top_facts`` in all (Baleen: 9). The context holds at most ``max_kept`` (5)
+  facts, so at least 4 new ones always fit.
+- :func:`condense_stage2` scores each query's candidate facts jointly; :func:`kept_facts` keeps
+  the best ``max_kept`` (Baleen: 5) of those scoring above the threshold (0 unless calibrated,
+  :func:`calibrate_threshold`), and never fewer than ``min_kept`` (1; the reference: 0).
 - :func:`condense_hop` chains the three for one hop of many claims (what the engine, the reader's
   training facts and the evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
@@ -60,11 +61,12 @@ def condense_stage1(model: SequenceModel, queries: Sequence[Stage1Query], config
     return ranked
 
 
-def stage2_candidates(context: Sequence[Sentence], ranked: Sequence[ScoredSentence], top_facts: int, min_new: int) -> list[Sentence]:
-    """Context facts first, then the best stage-1 sentences not already in the context."""
+def stage2_candidates(context: Sequence[Sentence], ranked: Sequence[ScoredSentence], top_facts: int) -> list[Sentence]:
+    """Context facts first, then the best stage-1 sentences not already in the context, cut to
+    ``top_facts`` together (the reference's ``(backs + stage-1 top 9)[:9]``)."""
     known = {s.key for s in context}
     new = [s.sentence for s in ranked if s.sentence.key not in known]
-    return [*context, *new[: max(top_facts - len(context), min_new)]]
+    return [*context, *new][:top_facts]
 
 
 def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: CondenserConfig) -> list[list[float]]:
@@ -74,19 +76,20 @@ def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence
     return [scores.tolist() for scores in model.predict(windows, config.batch_size)]
 
 
-def kept_facts(candidates: Sequence, scores: Sequence[float], min_kept: int = 1, threshold: float = 0.0) -> list[tuple]:
-    """The facts stage 2 keeps, best first: those scoring above ``threshold`` (0, i.e. P > 0.5,
-    as Baleen; or one calibrated on held-out claims, :func:`calibrate_threshold`), and at least
-    the best ``min_kept`` (a HoVer claim always has supporting facts, so an empty verdict is
-    never right; the context for the next hop is never empty either)."""
-    ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1])
+def kept_facts(candidates: Sequence, scores: Sequence[float], max_kept: int = 5, min_kept: int = 1, threshold: float = 0.0) -> list[tuple]:
+    """The facts stage 2 keeps, best first: of the best ``max_kept`` (Baleen: 5), those scoring
+    above ``threshold`` (0, i.e. P > 0.5, as Baleen; or one calibrated on held-out claims,
+    :func:`calibrate_threshold`), and at least the best ``min_kept`` (default 1, where the
+    reference keeps none: a HoVer claim always has supporting facts, so an empty set is never
+    right, and the next hop's context is never empty)."""
+    ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1])[:max_kept]
     return [pair for i, pair in enumerate(ranked) if pair[1] > threshold or i < min_kept]
 
 
-def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]]) -> tuple[float, float]:
+def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], max_kept: int = 5, min_kept: int = 1) -> tuple[float, float]:
     """The stage-2 threshold that maximises the mean F1 of the kept facts against the gold ones
     among the candidates, over held-out hops (each hop's ``scores`` and ``gold`` aligned), with
-    :func:`kept_facts`'s rule that the best fact is always kept. Hops without a gold candidate
+    :func:`kept_facts`'s rules (at most ``max_kept``, at least ``min_kept``). Hops without a gold candidate
     are skipped (no threshold can help them). Returns (threshold, mean F1 there); the candidates
     are 0 and the midpoints between consecutive distinct scores, so ties break towards 0."""
     hops = [(list(s), list(g)) for s, g in zip(scores, gold, strict=True) if any(g)]
@@ -94,17 +97,17 @@ def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequen
         raise ValueError("no held-out hop has a gold candidate fact; nothing to calibrate on")
     values = sorted({x for s, _ in hops for x in s})
     cuts = sorted({0.0, *((a + b) / 2 for a, b in zip(values, values[1:]))}, key=lambda t: (abs(t), t))
-    best = max(cuts, key=lambda t: (round(kept_f1(scores, gold, t), 12), -abs(t)))
-    return best, kept_f1(scores, gold, best)
+    best = max(cuts, key=lambda t: (round(kept_f1(scores, gold, t, max_kept, min_kept), 12), -abs(t)))
+    return best, kept_f1(scores, gold, best, max_kept, min_kept)
 
 
-def kept_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], threshold: float) -> float:
+def kept_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], threshold: float, max_kept: int = 5, min_kept: int = 1) -> float:
     """Mean F1 of :func:`kept_facts` at ``threshold`` against the gold candidates, over the hops
     that have one."""
     f1s = []
     for s, g in zip(scores, gold, strict=True):
         if any(g):
-            kept = kept_facts(g, s, threshold=threshold)
+            kept = kept_facts(g, s, max_kept, min_kept, threshold)
             hits = sum(is_gold for is_gold, _ in kept)
             f1s.append(2 * hits / (len(kept) + sum(g)) if hits else 0.0)
     return sum(f1s) / len(f1s) if f1s else 0.0
@@ -126,12 +129,16 @@ def condense_hop(
     config: CondenserConfig,
 ) -> list[CondensedHop]:
     """One hop for many claims: stage 1 over each claim's passages given its context, stage 2
-    over the context plus the best new facts, the kept facts (``config.stage2_threshold``)."""
+    over the context plus the best new facts, the kept facts (``config.max_kept``,
+    ``config.stage2_threshold``)."""
     queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
     ranked = condense_stage1(stage1, queries, config)
-    candidates = [stage2_candidates(ctx, r, config.top_facts, config.min_new_facts) for ctx, r in zip(contexts, ranked, strict=True)]
+    candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
     scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
-    return [CondensedHop(r, cands, kept_facts(cands, sc, threshold=config.stage2_threshold)) for r, cands, sc in zip(ranked, candidates, scores, strict=True)]
+    return [
+        CondensedHop(r, cands, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold))
+        for r, cands, sc in zip(ranked, candidates, scores, strict=True)
+    ]
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from baleen_core.retrieval.tokenization import fact_text
+from baleen_core.retrieval.tokenization import fact_text, fit_facts
 
 
 @dataclass(frozen=True)
@@ -109,10 +109,11 @@ def stage1_windows(
     """Windows scoring every sentence of ``passage`` (item i = sentence i) for claim + context."""
     special = SpecialIds(tokenizer)
     ids = ids if ids is not None else token_ids(tokenizer, [claim, *context, passage.title, *(s.text for s in passage.sentences)])
-    query = list(ids[claim])
-    for fact in context:
-        query += [special.sep, *ids[fact]]
-    query = query[:query_maxlen]
+    claim_ids = list(ids[claim][:query_maxlen])
+    # every context fact keeps its share of what the claim leaves (none is cut away), each
+    # preceded by [SEP]: fit_facts writes "fact [SEP]", so the separators are rotated to the front
+    facts = fit_facts([ids[fact] for fact in context], query_maxlen - len(claim_ids), special.sep)
+    query = claim_ids + ([special.sep, *facts[:-1]] if facts else [])
     prefix = [special.cls, *query, special.sep, *ids[passage.title]][: window_maxlen - 3]
     room = window_maxlen - len(prefix) - 1  # the closing [SEP]
     windows: list[Window] = []

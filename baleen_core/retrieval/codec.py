@@ -115,8 +115,9 @@ class ResidualCodec:
         return self._quantizer
 
     def probe(self, vectors: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``nprobe`` nearest centroids of each vector: (scores, ids), each ``[n, nprobe]``."""
-        scores, ids = self.quantizer().search(np.ascontiguousarray(vectors, dtype=np.float32), nprobe)
+        """The ``nprobe`` nearest centroids of each vector: (scores, ids), each ``[n, min(nprobe,
+        n_centroids)]`` (faiss pads a wider probe with id -1, which names no centroid)."""
+        scores, ids = self.quantizer().search(np.ascontiguousarray(vectors, dtype=np.float32), min(nprobe, self.n_centroids))
         return scores, ids
 
     def assign(self, vectors: np.ndarray, chunk: int = 262_144) -> np.ndarray:

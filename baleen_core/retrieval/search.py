@@ -134,7 +134,7 @@ class FliprSearcher:
             return np.zeros(0, dtype=np.int64)
         unique_docs, doc_row = np.unique(docs, return_inverse=True)
         n_positions = query.shape[0]
-        position = owner // self.nprobe  # postings come in (position, probe) order
+        position = owner // probe_ids.shape[1]  # postings come in (position, probe) order
         approx = torch.from_numpy(np.repeat(probe_scores[:, -1][None, :], len(unique_docs), axis=0))
         flat = torch.from_numpy(doc_row * n_positions + position)
         approx = approx.view(-1).scatter_reduce(0, flat, torch.from_numpy(probe_scores.ravel()[owner]), "amax").view(len(unique_docs), n_positions)

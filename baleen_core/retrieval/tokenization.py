@@ -32,6 +32,27 @@ def passage_text(title: str, text: str) -> str:
     return f"{title}{CONTEXT_SEPARATOR}{text}"
 
 
+def share_budget(lengths: Sequence[int], budget: int) -> list[int]:
+    """Tokens each item keeps so that together they fit ``budget``: short items whole, the long
+    ones cut to one equal share of what is left, so every item keeps at least ``budget // n``
+    tokens (or all of its own) and none is cut away by the items before it."""
+    kept = [0] * len(lengths)
+    remaining = max(0, budget)
+    for done, i in enumerate(sorted(range(len(lengths)), key=lambda i: lengths[i])):
+        kept[i] = min(lengths[i], remaining // (len(lengths) - done))
+        remaining -= kept[i]
+    return kept
+
+
+def fit_facts(fact_ids: Sequence[Sequence[int]], budget: int, separator: int) -> list[int]:
+    """Facts each followed by ``separator``, within ``budget`` positions, every fact shortened to
+    its share (:func:`share_budget`) rather than the last ones dropped."""
+    ids: list[int] = []
+    for fact, keep in zip(fact_ids, share_budget([len(f) for f in fact_ids], budget - len(fact_ids)), strict=True):
+        ids.extend([*fact[:keep], separator])
+    return ids[: max(0, budget)]
+
+
 @dataclass
 class QueryBatch:
     input_ids: torch.Tensor  # [B, L]
@@ -97,11 +118,9 @@ class FliprTokenizer:
         return ids + [self.mask_id] * (self.query_maxlen - len(ids))
 
     def context_ids(self, facts: Sequence[str]) -> list[int]:
-        """Context facts, each followed by [SEP], truncated to ``context_maxlen`` positions."""
-        ids: list[int] = []
-        for fact in self._ids(facts):
-            ids.extend([*fact, self.sep_id])
-        return ids[: self.context_maxlen]
+        """Context facts, each followed by [SEP], within ``context_maxlen`` positions: a long
+        context shortens every fact to its share instead of dropping the last ones."""
+        return fit_facts(self._ids(facts), self.context_maxlen, self.sep_id)
 
     def queries(self, claims: Sequence[str], contexts: Sequence[Sequence[str]] | None = None) -> QueryBatch:
         """Claims plus, per claim, its context facts (already written as ``title | sentence``)."""

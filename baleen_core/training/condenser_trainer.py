@@ -118,7 +118,7 @@ def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condense
     ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
     examples = []
     for i, (hop, sentences) in enumerate(zip(hops, ranked, strict=True)):
-        candidates = stage2_candidates(hop.context, sentences, condenser.top_facts, condenser.min_new_facts)
+        candidates = stage2_candidates(hop.context, sentences, condenser.top_facts)
         random.Random(config.seed * 1_000_003 + i).shuffle(candidates)
         examples.append(Stage2Example(hop.uid, hop.claim, tuple(s.fact for s in candidates), tuple(s.key in hop.gold for s in candidates)))
     return examples

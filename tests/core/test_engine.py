@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from baleen_core.condensing import SequenceModel
+from baleen_core.condensing import SequenceModel, read_verdicts
 from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
-from baleen_core.engine import ClaimInput, verify_claims
+from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims
 from baleen_core.retrieval.bm25 import Bm25Retriever
 from helpers import passage
 
@@ -19,6 +19,10 @@ WORLD = [
     passage(6, "Leeds", "Leeds is a city in West Yorkshire, England."),
     passage(7, "Harbour Lights", "Harbour Lights is a novel.", "It is set in Leeds."),
 ]
+CLAIMS = [ClaimInput("a", "Glass Harbour was directed by a man born in Denmark.", 3), ClaimInput("b", "Tin Lanterns come from a city in England.", 2)]
+#: Small budgets so the rules bind on 7 passages; a threshold no untrained score reaches from
+#: above keeps every candidate up to ``max_kept``, so the cap is what decides.
+CONDENSER = CondenserConfig(device="cpu", top_facts=4, max_kept=2, stage2_threshold=-100.0)
 
 
 @pytest.fixture(scope="module")
@@ -26,44 +30,84 @@ def models():
     return tuple(SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2", "reader"))
 
 
-def run(models, claims, **kwargs):
+def run(models, claims, condenser=CONDENSER, **kwargs):
     by_pid = {p.pid: p for p in WORLD}
     retriever = Bm25Retriever([p.pid for p in WORLD], [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD])
     seen: list[tuple[int, int]] = []
     verdicts = verify_claims(
-        claims, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models,
-        CondenserConfig(device="cpu", top_facts=3, min_new_facts=1), ReaderConfig(device="cpu"), on_hop=lambda hop, n: seen.append((hop, n)), **kwargs,
+        claims, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models, condenser, ReaderConfig(device="cpu"),
+        on_hop=lambda hop, n: seen.append((hop, n)), **kwargs,
     )
     return verdicts, seen
 
 
-def test_each_claim_hops_its_own_number_of_times_and_never_sees_a_passage_twice(models):
-    claims = [ClaimInput("a", "Glass Harbour was directed by a man born in Denmark.", 3), ClaimInput("b", "Tin Lanterns come from a city in England.", 2)]
-    verdicts, seen = run(models, claims, k=2)
+def test_passages_per_hop_share_the_claims_depth():
+    assert [passages_per_hop(100, h) for h in (2, 3, 4)] == [50, 33, 25]
+    assert passages_per_hop(100, 3, k=25) == 25  # a fixed k wins
+    with pytest.raises(ValueError, match="depth of 2 cannot be shared by 3 hops"):
+        passages_per_hop(2, 3)
+
+
+def test_a_hop_reads_the_best_passages_without_a_fact_in_the_context():
+    ranking = [(7, 9.0), (3, 8.0), (5, 7.0), (1, 6.0), (2, 5.0)]
+    context = [passage(3, "T", "x").sentences[0], passage(1, "U", "y").sentences[0]]
+    assert read_at_hop(ranking, context, 2) == [(7, 9.0), (5, 7.0)]
+    assert read_at_hop(ranking, context, 10) == [(7, 9.0), (5, 7.0), (2, 5.0)]
+
+
+def test_the_pool_grows_in_rank_order_without_repeats_up_to_its_limit():
+    pool: dict[int, None] = {}
+    assert grow_pool(pool, [(4, 1.0), (2, 0.9), (8, 0.5)], 2) == [4, 2]  # hop 1 of a 2-hop claim at depth 4
+    assert grow_pool(pool, [(2, 1.0), (9, 0.8), (4, 0.7), (8, 0.6), (5, 0.1)], 4) == [9, 8]  # hop 2 fills it to the depth
+    assert list(pool) == [4, 2, 9, 8]
+
+
+def test_each_claim_reads_depth_over_hops_passages_per_hop_and_keeps_at_most_max_kept(models):
+    verdicts, seen = run(models, CLAIMS, depth=6)
     assert seen == [(1, 2), (2, 2), (3, 1)]  # claim b stops after 2 hops
     assert [len(v.hops) for v in verdicts] == [3, 2]
+    assert [[len(h.retrieved) for h in v.hops] for v in verdicts] == [[2, 2, 2], [3, 3]]  # 6 // 3 and 6 // 2
     for v in verdicts:
-        pids = v.retrieved_pids
-        assert len(pids) == len(set(pids)) == 2 * len(v.hops)
-        assert 1 <= len(v.facts) and all(s.pid in pids for s, _ in v.facts)  # facts come from retrieved passages
+        assert v.facts == v.hops[-1].kept and len(v.facts) == CONDENSER.max_kept
         assert [score for _, score in v.facts] == sorted((score for _, score in v.facts), reverse=True)
-        assert 0 < v.prob_supported < 1
+        context: list = []
         for trace in v.hops:
-            assert 1 <= len(trace.kept) and all(s.pid in pids for s, _ in trace.stage1_top)
+            assert len(context) + len(trace.stage1_top) <= CONDENSER.top_facts  # what stage 2 read
+            assert len(trace.kept) <= CONDENSER.max_kept
+            assert not {s.pid for s, _ in context} & {pid for pid, _ in trace.retrieved}  # no passage of a context fact is read again
+            assert all(s.pid in {pid for pid, _ in trace.retrieved} for s, _ in trace.stage1_top)
+            context = trace.kept
+        # the pool: distinct, at most the depth, and hop 1's part is what hop 1 read
+        assert len(v.pool) == len(set(v.pool)) <= 6
+        assert v.hops[0].pool == [pid for pid, _ in v.hops[0].retrieved]
 
 
-def test_a_fixed_hop_count_overrides_num_hops_and_retrieval_runs_out_gracefully(models):
-    verdicts, seen = run(models, [ClaimInput("a", "Kelda Marrow starred in a thriller.", 2)], k=3, hops=4)
-    assert [h.hop for h in verdicts[0].hops] == [1, 2, 3, 4]
-    # 7 passages, 3 per hop: the last hop gets the one left
-    assert [len(h.retrieved) for h in verdicts[0].hops] == [3, 3, 1, 0]
-    assert len(verdicts[0].retrieved_pids) == 7
+def test_a_passage_read_but_not_kept_can_come_back_at_a_later_hop(models):
+    # 4 hops × 3 passages on a 7-passage corpus: with only the context's passages skipped, some
+    # passage must be read twice (the old rule, skipping every passage seen, ran out instead)
+    verdicts, _ = run(models, [ClaimInput("a", "Kelda Marrow starred in a thriller.", 2)], k=3, hops=4)
+    hops = verdicts[0].hops
+    assert [h.hop for h in hops] == [1, 2, 3, 4] and [len(h.retrieved) for h in hops] == [3, 3, 3, 3]
+    read = verdicts[0].retrieved_pids
+    assert len(read) == 12 > len(set(read))
+    assert len(verdicts[0].pool) == len(set(verdicts[0].pool)) == 7  # the pool filled with every passage once
 
 
-def test_single_hop_retrieves_k_times_hops_passages_once(models):
-    claims = [ClaimInput("a", "Glass Harbour was directed by a man born in Denmark.", 3), ClaimInput("b", "Tin Lanterns come from a city in England.", 2)]
-    verdicts, seen = run(models, claims, k=2, single_hop=True)
+def test_no_fact_above_the_threshold_keeps_min_kept(models):
+    high = CONDENSER.model_copy(update={"stage2_threshold": 100.0})
+    verdicts, _ = run(models, CLAIMS[:1], condenser=high, depth=6)
+    assert all(len(h.kept) == 1 for h in verdicts[0].hops)  # min_kept = 1: the best fact
+    reference = high.model_copy(update={"min_kept": 0})
+    verdicts, _ = run(models, CLAIMS[:1], condenser=reference, depth=6)
+    assert all(h.kept == [] for h in verdicts[0].hops) and verdicts[0].facts == []  # the reference's rule: none
+    # the reader still reads the claim, alone
+    alone = read_verdicts(models[2], [CLAIMS[0].claim], [[]], ReaderConfig(device="cpu"))[0]
+    assert verdicts[0].prob_supported == pytest.approx(alone, abs=1e-5)
+
+
+def test_single_hop_reads_the_whole_budget_once(models):
+    verdicts, seen = run(models, CLAIMS, depth=6, single_hop=True)
     assert seen == [(1, 2)]  # one hop for every claim
     assert [len(v.hops) for v in verdicts] == [1, 1]
-    assert [len(v.hops[0].retrieved) for v in verdicts] == [6, 4]  # k × num_hops
-    assert all(v.facts and 0 < v.prob_supported < 1 for v in verdicts)
+    assert [len(v.hops[0].retrieved) for v in verdicts] == [6, 6]  # (6 // H) × H
+    assert all(len(v.facts) == CONDENSER.max_kept for v in verdicts)

@@ -59,22 +59,23 @@ def test_score_claim_hand_worked():
     # a 2-hop claim with gold passages 10 (sentences 0, 1) and 20 (sentence 3)
     gold = {(10, 0), (10, 1), (20, 3)}
     facts = [(10, 0), (20, 3), (30, 2)]  # final facts, best first: one distractor fact from passage 30
-    retrieved = [10, 30, *range(100, 123), 20]  # 20 is retrieved 26th, at hop 2
-    scores = score_claim(facts, retrieved, gold, num_hops=2, predicted_label="SUPPORTED", gold_label="SUPPORTED")
+    read = [10, 30, 40, 10, 20]  # hop 1 read 10, 30, 40; hop 2 read 10 again and 20
+    pool = [10, 30, *range(100, 198), 20]  # 20 entered the pool 101st
+    scores = score_claim(facts, read, pool, gold, num_hops=2, predicted_label="SUPPORTED", gold_label="SUPPORTED")
     # passages {10, 20, 30} vs gold {10, 20}: P = 2/3, R = 1, F1 = 0.8, not exact
     assert scores["passage_precision"] == pytest.approx(2 / 3) and scores["passage_recall"] == 1.0
     assert scores["passage_f1"] == pytest.approx(0.8) and scores["passage_em"] == 0.0
     # sentences: 2 of 3 predicted are gold, 2 of 3 gold found: P = R = F1 = 2/3
     assert scores["sentence_f1"] == pytest.approx(2 / 3) and scores["sentence_em"] == 0.0
-    # Retrieval@50 (25 × 2 hops) and @100: 20 is 26th, so both hold
-    assert scores["retrieval_at_hops"] == scores["retrieval_at_100"] == 1.0
+    # both gold passages were read; but 20 is the pool's 101st passage, so Retrieval@100 misses
+    assert scores["retrieval_at_hops"] == 1.0 and scores["retrieval_at_100"] == 0.0
+    assert score_claim(facts, read, pool[:99] + [20], gold, 2, "SUPPORTED", "SUPPORTED")["retrieval_at_100"] == 1.0
+    assert score_claim(facts, read[:3], pool, gold, 2, "SUPPORTED", "SUPPORTED")["retrieval_at_hops"] == 0.0
     # HoVer score: the first 3 passages of the facts are 10, 20, 30; 10's top-2 sentences hold 0, 20's hold 3
     assert scores["label_accuracy"] == scores["hover_score"] == 1.0
-    wrong = score_claim(facts, retrieved, gold, 2, "NOT_SUPPORTED", "SUPPORTED")
+    wrong = score_claim(facts, read, pool, gold, 2, "NOT_SUPPORTED", "SUPPORTED")
     assert wrong["label_accuracy"] == wrong["hover_score"] == 0.0
-    # a 1-hop budget (k = 25) misses passage 20 at rank 26
-    assert score_claim(facts, retrieved, gold, 1, "SUPPORTED", "SUPPORTED")["retrieval_at_hops"] == 0.0
-    unlabelled = score_claim(facts, retrieved, gold, 2, "SUPPORTED", None)
+    unlabelled = score_claim(facts, read, pool, gold, 2, "SUPPORTED", None)
     assert unlabelled["label_accuracy"] is None and unlabelled["hover_score"] is None
 
 

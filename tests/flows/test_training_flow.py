@@ -67,8 +67,10 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert {row["setting"] for row in report["summary"]} == {"gold passages", "gold + 4 BM25 distractors"}
     summary = {row["hops"]: row for row in report["summary"] if row["setting"] == "gold + 4 BM25 distractors"}
     assert summary["all"]["claims"] == 12 and set(summary) == {"2", "3", "4", "all"}
-    assert all(0 <= summary["all"][m] <= 1 for m in ("sentence_f1", "sentence_em", "all_sentences_f1", "reader_correct_gold", "reader_correct_kept"))
-    assert all(row["kept"] >= 1 for rows in report["claims"].values() for row in rows)
+    # 0/1 metrics averaged over the 12 claims are multiples of 1/12; F1 is 1 wherever EM is
+    assert all(abs(summary["all"][m] * 12 - round(summary["all"][m] * 12)) < 1e-3 for m in ("sentence_em", "reader_correct_gold", "reader_correct_kept"))
+    assert all(row["sentence_f1"] >= row["sentence_em"] for rows in report["claims"].values() for row in rows)
+    assert all(1 <= row["kept"] <= 5 for rows in report["claims"].values() for row in rows)  # min_kept 1, max_kept 5
 
 
 def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):

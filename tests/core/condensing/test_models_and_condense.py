@@ -52,20 +52,27 @@ def test_stage1_scores_every_sentence_and_batching_changes_nothing(stage1, film)
     assert [s.score for s in alone[0]] == pytest.approx([s.score for s in ranked[1]], abs=1e-4)
 
 
-def test_stage2_candidates_keep_the_context_then_the_best_new_facts():
+def test_stage2_candidates_are_the_context_then_the_best_new_facts_cut_to_top_facts_together():
     s = [Sentence(1, i, "T", f"s{i}") for i in range(12)]
-    ranked = [ScoredSentence(x, float(-i)) for i, x in enumerate([s[0], s[5], s[6], s[7], s[8], s[9]])]
-    # context s0 is already known: it is not repeated; 9 in all
-    assert stage2_candidates([s[0], s[1]], ranked, top_facts=4, min_new=1) == [s[0], s[1], s[5], s[6]]
-    # a long context still lets min_new new facts in
-    assert stage2_candidates(s[:5], ranked, top_facts=4, min_new=2) == [*s[:5], s[5], s[6]]
+    ranked = [ScoredSentence(x, float(-i)) for i, x in enumerate([s[0], s[5], s[6], s[7], s[8], s[9], s[10]])]
+    # context s0 is already known: it is not repeated; 4 in all
+    assert stage2_candidates([s[0], s[1]], ranked, top_facts=4) == [s[0], s[1], s[5], s[6]]
+    # Baleen's sizes: a full context of 5 leaves room for the 4 best new facts, 9 in all
+    assert stage2_candidates(s[:5], ranked, top_facts=9) == [*s[:5], s[5], s[6], s[7], s[8]]
+    # no "minimum new facts": a context as long as top_facts leaves none
+    assert stage2_candidates(s[:4], ranked, top_facts=4) == s[:4]
 
 
-def test_kept_facts_are_the_positive_ones_best_first_and_never_none():
-    s = [Sentence(1, i, "T", f"s{i}") for i in range(4)]
-    assert kept_facts(s, [0.5, -1.0, 2.0, 0.1]) == [(s[2], 2.0), (s[0], 0.5), (s[3], 0.1)]
-    assert kept_facts(s, [-0.5, -1.0, -2.0, -0.1]) == [(s[3], -0.1)]
-    assert kept_facts(s, [-0.5, -1.0, -2.0, -0.1], min_kept=0) == []
+def test_kept_facts_are_at_most_max_kept_of_the_positive_ones_best_first():
+    s = [Sentence(1, i, "T", f"s{i}") for i in range(7)]
+    assert kept_facts(s[:4], [0.5, -1.0, 2.0, 0.1]) == [(s[2], 2.0), (s[0], 0.5), (s[3], 0.1)]
+    # seven positive facts: Baleen keeps the best 5
+    assert kept_facts(s, [0.1, 0.7, 0.3, 0.9, 0.2, 0.6, 0.4]) == [(s[3], 0.9), (s[1], 0.7), (s[5], 0.6), (s[6], 0.4), (s[2], 0.3)]
+    assert kept_facts(s, [0.1, 0.7, 0.3, 0.9, 0.2, 0.6, 0.4], max_kept=2) == [(s[3], 0.9), (s[1], 0.7)]
+    # none positive: the best min_kept (default 1; the reference keeps none)
+    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1]) == [(s[3], -0.1)]
+    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1], min_kept=2) == [(s[3], -0.1), (s[0], -0.5)]
+    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1], min_kept=0) == []
 
 
 def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
@@ -74,7 +81,10 @@ def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
     scores = condense_stage2(stage2, ["c1", "c2"], [["A | a.", "B | b.", "C | c."], ["D | d."]], CONDENSER)
     assert [len(x) for x in scores] == [3, 1]
     probs = read_verdicts(reader, ["c1", "c2", "c3"], [["A | a."], [], ["B | b.", "C | c."]], ReaderConfig(device="cpu"))
-    assert len(probs) == 3 and all(0 < p < 1 for p in probs)
+    assert len(probs) == 3
+    # P(SUPPORTED) is the softmax of the reader's two logits, read from [CLS]
+    again = read_verdicts(reader, ["c3"], [["B | b.", "C | c."]], ReaderConfig(device="cpu", batch_size=1))
+    assert again[0] == pytest.approx(probs[2], abs=1e-5)
 
 
 def test_kept_facts_with_a_threshold():

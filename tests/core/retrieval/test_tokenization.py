@@ -67,4 +67,50 @@ def test_tokenizer_without_mask_token_is_refused(hf_tokenizer):
     broken.mask_token = None
     with pytest.raises(ValueError, match="mask_token"):
         FliprTokenizer(broken)
-    assert torch.is_tensor(FliprTokenizer(hf_tokenizer).queries(["ok"]).input_ids)
+    assert FliprTokenizer(hf_tokenizer).queries(["ok"]).input_ids[0, -1].item() == hf_tokenizer.mask_token_id  # the original pads with [MASK]
+
+
+def test_share_budget_keeps_short_items_whole_and_cuts_long_ones_to_equal_shares():
+    from baleen_core.retrieval.tokenization import share_budget
+
+    # hand-worked: 3 fits its share of 10; then 10 fits 27 // 2; 50 gets the 17 left
+    assert share_budget([3, 50, 10], 30) == [3, 17, 10]
+    assert share_budget([40, 40, 40], 30) == [10, 10, 10]
+    assert share_budget([2, 3], 100) == [2, 3]
+    assert share_budget([5, 5], 0) == [0, 0]
+
+
+#: Five long facts, as stage 2 keeps at most five: every one must reach FLIPR and stage 1.
+LONG_FACTS = [f"Entity {name} | {name} is a long sentence that goes on about many things in the life and work of {name} " * 2 for name in ("Alpha", "Bravo", "Carla", "Delta", "Ezra")]
+
+
+def test_no_kept_fact_is_truncated_away_from_flipr_context_at_the_default_lengths(hf_tokenizer):
+    from baleen_core.config import RetrieverConfig
+
+    cfg = RetrieverConfig()
+    tok = FliprTokenizer(hf_tokenizer, cfg.query_maxlen, cfg.context_maxlen, cfg.doc_maxlen)
+    context = tok.context_ids(LONG_FACTS)
+    assert len(context) <= cfg.context_maxlen
+    for fact in LONG_FACTS:
+        head = hf_tokenizer(fact, add_special_tokens=False)["input_ids"][:12]  # title, separator and the first words
+        assert any(context[i : i + len(head)] == head for i in range(len(context))), fact[:20]
+    assert context.count(hf_tokenizer.sep_token_id) == len(LONG_FACTS)
+
+
+def test_no_kept_fact_is_truncated_away_from_stage1_query_at_the_default_lengths(hf_tokenizer):
+    from baleen_core.condensing.layouts import stage1_windows
+    from baleen_core.config import CondenserConfig
+    from helpers import passage
+
+    cfg = CondenserConfig()
+    claim = "A claim about Alpha, Bravo, Carla, Delta and Ezra that is of a realistic HoVer length for a four-hop claim."
+    window = stage1_windows(hf_tokenizer, claim, LONG_FACTS, passage(1, "Title", "One sentence.", "Two."), cfg.query_maxlen, cfg.window_maxlen)[0]
+    ids = window.input_ids
+    claim_ids = hf_tokenizer(claim, add_special_tokens=False)["input_ids"]
+    assert ids[1 : 1 + len(claim_ids)] == claim_ids
+    for fact in LONG_FACTS:
+        head = hf_tokenizer(fact, add_special_tokens=False)["input_ids"][:12]
+        assert any(ids[i : i + len(head)] == head for i in range(len(ids))), fact[:20]
+    title = hf_tokenizer("Title", add_special_tokens=False)["input_ids"]
+    assert window.positions[0] - len(title) - 2 <= cfg.query_maxlen  # [CLS] query [SEP] title: the query kept its budget
+    assert len(window.positions) == 2  # both sentences still scored

@@ -70,3 +70,27 @@ def test_finished_training_is_not_repeated(small_flipr, tmp_path):
     steps = []
     last, history = train_flipr(Flipr.load(small_flipr.config), examples(), config, tmp_path / "work", on_step=steps.append)
     assert steps == [] and len(history) == 3 and last.name == "epoch-000"
+
+
+def test_another_querys_copy_of_the_positive_is_no_negative(small_flipr):
+    from baleen_core.training.flipr_trainer import duplicate_positives
+
+    shared = "Zorvik | Zorvik flies a red flag."
+    batch = [
+        FliprExample("The flag is red.", (), shared, ("Other | Other flies a blue flag.",)),
+        FliprExample("Red is the flag of the town.", (), shared, ("Elsewhere | Elsewhere flies a green flag.",)),
+    ]
+    passages = [shared, batch[0].negatives[0], shared, batch[1].negatives[0]]
+    mask = duplicate_positives(batch, passages, [0, 2])
+    assert mask.tolist() == [[False, False, True, False], [True, False, False, False]]
+    # the loss equals the one computed by hand over the unmasked columns only
+    from baleen_core.retrieval.scoring import flipr_score
+
+    small_flipr.encoder.eval()
+    with torch.no_grad():
+        loss = float(flipr_batch_loss(small_flipr, batch, hard_negatives=1))
+        tok = small_flipr.tokenizer
+        q, d = tok.queries([e.claim for e in batch]), tok.docs(passages)
+        scores = flipr_score(small_flipr.encoder(q.input_ids, q.attention_mask), q.score_mask, small_flipr.encoder(d.input_ids, d.attention_mask), d.attention_mask.bool(), q.n_claim, 32, 8)
+        by_hand = [float(torch.logsumexp(scores[0, [0, 1, 3]], 0) - scores[0, 0]), float(torch.logsumexp(scores[1, [1, 2, 3]], 0) - scores[1, 2])]
+    assert loss == pytest.approx(sum(by_hand) / 2, abs=1e-4)
