@@ -202,7 +202,7 @@ class Stage1TrainingConfig(OptimizerConfig):
     lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
 
     batch_size: int = Field(default=8, ge=1, description="Labelled hops per step (each with 1 + negative_passages passages).")
-    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages per hop whose sentences are negatives.")
+    negative_passages: int = Field(default=8, ge=0, description="Hard-negative passages per hop whose sentences are negatives: the label round's top-ranked non-gold passages (it keeps labels.n_negatives).")
     positives: Literal["passage", "gold_facts"] = Field(
         default="passage",
         description="passage: every sentence of the positive passage is positive (as Baleen); gold_facts: only its gold sentences.",
@@ -216,7 +216,10 @@ class Stage2TrainingConfig(OptimizerConfig):
     lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
 
     bce_weight: float = Field(default=0.5, ge=0, le=1, description="Loss = w·BCE per fact + (1-w)·CE of each gold fact against the non-gold ones.")
-    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages whose sentences compete in stage 1.")
+    negative_passages: int = Field(default=8, ge=0, description="Hard-negative passages whose sentences compete in stage 1 (the engine reads 25-50 passages).")
+    context: Literal["gold", "own", "both"] = Field(
+        default="both", description="Context facts of a hop's example: the gold ones, the claim's own earlier picks (wrong ones included), or one example of each."
+    )
     validation_share: float = Field(default=0.05, ge=0, lt=1)
 
 
@@ -229,7 +232,7 @@ class ReaderTrainingConfig(OptimizerConfig):
     inputs: Literal["both", "condensed", "gold"] = Field(
         default="both", description="Training facts per claim: the condenser's output, the gold facts, or one example of each."
     )
-    negative_passages: int = Field(default=2, ge=0, description="Hard-negative passages per hop the condenser reads when producing facts.")
+    negative_passages: int = Field(default=8, ge=0, description="Hard-negative passages per hop the condenser reads when producing facts.")
     validation_share: float = Field(default=0.05, ge=0, lt=1)
 
 
@@ -379,7 +382,7 @@ def demo_preset() -> BaleenConfig:
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=240, negative_passages=1),
-            stage2=Stage2TrainingConfig(max_examples=240, negative_passages=1),
+            stage2=Stage2TrainingConfig(max_examples=240, negative_passages=1, context="own"),  # "own": one example per hop, as many as before
             reader=ReaderTrainingConfig(max_examples=150, epochs=1, negative_passages=1),
         ),
     )

@@ -65,9 +65,10 @@ class ClaimInput:
 class HopTrace:
     hop: int
     retrieved: list[tuple[int, float]]  # the passages the condensers read at this hop, best first
-    stage1_top: list[tuple[Sentence, float]]  # what stage 2 read that was new at this hop
+    stage1_top: list[tuple[Sentence, float]]  # what stage 2 read that was new at this hop, with stage-1 scores
     kept: list[tuple[Sentence, float]]
     pool: list[int] = field(default_factory=list)  # passages this hop added to the Retrieval@depth pool
+    stage2: list[tuple[Sentence, float]] = field(default_factory=list)  # everything stage 2 read (context first), with stage-2 scores
 
 
 @dataclass
@@ -158,7 +159,7 @@ def verify_claims(
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[c.uid]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            traces[c.uid].append(HopTrace(hop, list(r), new, result.kept, added))
+            traces[c.uid].append(HopTrace(hop, list(r), new, result.kept, added, list(zip(result.candidates, result.scores, strict=True))))
             context[c.uid] = result.kept
         if on_hop is not None:
             on_hop(hop, len(active))

@@ -250,11 +250,16 @@ def verify(
 
     cfg, db, models, passages, sentences = _evaluation_setup(config, system)
     if cfg.evaluation.calibrate_stage2:
-        from baleen_tasks.condensing import calibrate_stage2
+        from baleen_storage import new_run_id
+        from baleen_tasks.condensing import calibrate_stage2, held_out_claims
+        from baleen_tasks.evaluation import verify_split
 
         claims = db.latest("claims", "claims")
         gold_facts = db.get("gold_facts", claims.manifest.run_id, "claims")
-        threshold = calibrate_stage2.fn(str(db.root), models["stage1"], models["stage2"], claims, gold_facts, passages, sentences, cfg.condenser)["threshold"]
+        held = held_out_claims.fn(str(db.root), models["stage2"])
+        # the evaluation flow's calibration run, reused when it exists (a first call runs the engine on the held-out claims)
+        calibration = verify_split.fn(str(db.root), "baleen", claims, passages, sentences, models, cfg, new_run_id(), uids=held)
+        threshold = calibrate_stage2.fn(str(db.root), calibration["hop_traces"], gold_facts, cfg.condenser)["threshold"]
         cfg = cfg.with_stage2_threshold(threshold)
         typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {threshold}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)

@@ -1,6 +1,7 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
-    calibrate-stage2 (the stage-2 threshold, on held-out training claims)
+    held-out-claims → verify-claims (full system) → calibrate-stage2 (the stage-2 threshold, from
+        the engine's last hops on the training claims stage 2 held out)
     for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
         verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
@@ -17,7 +18,7 @@ from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_trained_index
 from baleen_tasks.catalog import refresh_catalog
-from baleen_tasks.condensing import calibrate_stage2
+from baleen_tasks.condensing import calibrate_stage2, held_out_claims
 from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
 from baleen_tasks.validation import validate_artifact
 
@@ -53,7 +54,12 @@ def evaluation_flow(
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     models = trained_models(store, models)
     if config.evaluation.calibrate_stage2:
-        calibrated = calibrate_stage2(root, models["stage1"], models["stage2"], claims, gold_facts, passages, sentences, config.condenser)
+        held = held_out_claims(root, models["stage2"])
+        calibration = verify_split.with_options(task_run_name=f"calibrate · baleen · {len(held)} held-out training claims")(
+            root, "baleen", claims, passages, sentences, models, config, run_id, force, uids=held
+        )
+        validate_artifact(root, "predictions", calibration)
+        calibrated = calibrate_stage2(root, calibration["hop_traces"], gold_facts, config.condenser)
         config = config.with_stage2_threshold(calibrated["threshold"])
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}

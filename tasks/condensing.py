@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from prefect import task
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, calibrate_threshold, condense_stage2
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, calibrate_threshold
 from baleen_core.condensing.condense import kept_f1, kept_facts
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
@@ -22,6 +22,7 @@ from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
+    held_out_uids,
     split_held_out,
     reader_examples,
     stage1_examples,
@@ -302,43 +303,50 @@ def evaluate_condensers(
     return summary
 
 
-@task(name="calibrate-stage2")
-def calibrate_stage2(
-    store_root: str,
-    stage1: ArtifactRef,
-    stage2: ArtifactRef,
-    claims: ArtifactRef,
-    gold_facts: ArtifactRef,
-    passages: ArtifactRef,
-    sentences: ArtifactRef,
-    condenser: CondenserConfig,
-) -> dict:
-    """The stage-2 threshold that maximises kept-fact F1 on the training claims stage 2 held out
-    (the same claims its validation curve used: never the evaluated split)."""
+@task(name="held-out-claims")
+def held_out_claims(store_root: str, stage2: ArtifactRef) -> list[str]:
+    """The training claims stage 2 held out for its validation curve (never the evaluated split):
+    the claims the engine runs on to calibrate the stage-2 threshold."""
     store = ArtifactStore(store_root)
     training = Stage2TrainingConfig.model_validate(stage2.manifest.params["training"])
     labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
     if labels is None:
         raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, training.negative_passages, max_hops=training.max_examples)
-    _, held = split_held_out(hops, training.validation_share, training.seed)
-    if not held:
-        run_logger().warning("stage 2 held out no claims (validation_share = 0): keeping threshold %s", condenser.stage2_threshold)
+    uids = store.read_table(labels, ["uid"]).column("uid").to_pylist()[: training.max_examples]  # the hops stage 2 read
+    return sorted(held_out_uids(uids, training.validation_share, training.seed))
+
+
+@task(name="calibrate-stage2")
+def calibrate_stage2(store_root: str, hop_traces: ArtifactRef, gold_facts: ArtifactRef, condenser: CondenserConfig) -> dict:
+    """The stage-2 threshold that maximises the F1 of the final facts against each claim's gold
+    facts, from the engine's own last hops on held-out training claims (``hop_traces`` of a
+    calibration run): what stage 2 read there and how it scored it. The run used the configured
+    threshold for its earlier hops, so their contexts are taken as they came."""
+    store = ArtifactStore(store_root)
+    traces = store.read_table(hop_traces, ["uid", "hop", "stage2_pids", "stage2_sids", "stage2_scores"]).to_pylist()
+    last = {}
+    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
+        last[t["uid"]] = t
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for fact in store.read_rows(gold_facts, "uid", sorted(last), ["uid", "pid", "sid"]).to_pylist():
+        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    if not last:
+        run_logger().warning("no held-out training claims to calibrate on: keeping threshold %s", condenser.stage2_threshold)
         return {"threshold": condenser.stage2_threshold, "held_out_claims": 0}
-    first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
-    examples = stage2_examples(first, held, condenser, training)
-    scores = condense_stage2(second, [e.claim for e in examples], [list(e.facts) for e in examples], condenser)
-    gold = [list(e.gold) for e in examples]
-    threshold, f1 = calibrate_threshold(scores, gold, condenser.max_kept, condenser.min_kept)
+    uids = sorted(last)
+    scores = [last[u]["stage2_scores"] for u in uids]
+    flags = [[(p, s) in gold.get(u, set()) for p, s in zip(last[u]["stage2_pids"], last[u]["stage2_sids"], strict=True)] for u in uids]
+    n_gold = [len(gold.get(u, ())) for u in uids]
+    rules = (condenser.max_kept, condenser.min_kept)
+    threshold, f1 = calibrate_threshold(scores, flags, *rules, n_gold)
     result = {
         "threshold": round(threshold, 4),
-        "held_out_claims": len({h.uid for h in held}),
-        "held_out_hops": len(held),
-        "kept_f1": round(f1, 4),
-        "kept_f1_at_0": round(kept_f1(scores, gold, 0.0, condenser.max_kept, condenser.min_kept), 4),
-        "mean_kept": round(sum(len(kept_facts(s, s, condenser.max_kept, condenser.min_kept, threshold)) for s in scores) / len(scores), 2),
+        "held_out_claims": len(uids),
+        "claims_with_gold_read": sum(any(f) for f in flags),
+        "final_fact_f1": round(f1, 4),
+        "final_fact_f1_at_0": round(kept_f1(scores, flags, 0.0, *rules, n_gold), 4),
+        "mean_kept": round(sum(len(kept_facts(x, x, *rules, threshold)) for x in scores) / len(scores), 2),
     }
-    publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on held-out training claims")
-    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", result["held_out_claims"], result)
+    publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on the engine's last hops over held-out training claims")
+    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", len(uids), result)
     return result
-

@@ -36,13 +36,18 @@ from baleen_tasks.reporting import Progress, flow_run_info, publish_link, publis
 ModelRefs = Mapping[str, ArtifactRef]
 
 
-def eval_producer(system: str) -> str:
-    return f"eval-{system}"
+def eval_producer(system: str, calibration: bool = False) -> str:
+    return f"calibrate-{system}" if calibration else f"eval-{system}"
 
 
-def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None) -> list[dict]:
-    """Resolved claims of ``split``, by uid, the first ``max_claims`` of them."""
-    rows = [r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops", "split", "resolved"]).to_pylist() if r["split"] == split and r["resolved"]]
+def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None, uids: Sequence[str] | None = None) -> list[dict]:
+    """Resolved claims of ``split``, by uid, the first ``max_claims`` of them; or, with ``uids``,
+    exactly those claims (whatever their split: the held-out training claims of a calibration)."""
+    rows = [r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops", "split", "resolved"]).to_pylist() if r["resolved"]]
+    if uids is not None:
+        wanted = set(uids)
+        return sorted((r for r in rows if r["uid"] in wanted), key=lambda r: r["uid"])
+    rows = [r for r in rows if r["split"] == split]
     if not rows:
         raise ValueError(f"no resolved {split!r} claims in {claims.path}; evaluate a split the claims flow ingested")
     return sorted(rows, key=lambda r: r["uid"])[:max_claims]
@@ -82,6 +87,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
             "retrieved_scores": [float(score) for _, score in h.retrieved],
             "pool_pids": list(h.pool),
             **facts("stage1", h.stage1_top),
+            **facts("stage2", h.stage2),
             **facts("kept", h.kept),
         }
         for v in verdicts
@@ -101,13 +107,16 @@ def verify_split(
     config: BaleenConfig,
     run_id: str,
     force: bool = False,
+    uids: list[str] | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Run the engine for ``system`` on the evaluation claims; publish ``predictions`` and
+    """Run the engine for ``system`` on the evaluation claims, or on exactly ``uids`` (a
+    calibration run, published under its own producer); publish ``predictions`` and
     ``hop_traces`` (throughput in their manifests)."""
     logger, store, ev = run_logger(), ArtifactStore(store_root), config.evaluation
-    producer = eval_producer(system)
+    producer = eval_producer(system, calibration=uids is not None)
     params = {
         "system": system,
+        "uids": sorted(uids) if uids is not None else None,
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
         "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
@@ -118,13 +127,13 @@ def verify_split(
     if not force and (reused := store.find_outputs(["predictions", "hop_traces"], producer, fp)):
         logger.info("%s already verified these claims: reusing run %s", system, reused["predictions"].manifest.run_id)
         return reused
-    rows = evaluation_claims(store, claims, ev.split, ev.max_claims)
+    rows = evaluation_claims(store, claims, ev.split, ev.max_claims, uids)
     retriever = system_retriever(store, system, config, models, passages, sentences)
     stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
     claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
     hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
     started = time.perf_counter()
-    with Progress(hop_work, f"verify {len(rows)} {ev.split} claims · {system}", unit="claim-hop") as progress:
+    with Progress(hop_work, f"verify {len(rows)} {'held-out training' if uids is not None else ev.split} claims · {system}", unit="claim-hop") as progress:
         verdicts = verify_claims(
             claim_inputs, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
             config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",

@@ -86,30 +86,37 @@ def kept_facts(candidates: Sequence, scores: Sequence[float], max_kept: int = 5,
     return [pair for i, pair in enumerate(ranked) if pair[1] > threshold or i < min_kept]
 
 
-def calibrate_threshold(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], max_kept: int = 5, min_kept: int = 1) -> tuple[float, float]:
+def calibrate_threshold(
+    scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], max_kept: int = 5, min_kept: int = 1, n_gold: Sequence[int] | None = None
+) -> tuple[float, float]:
     """The stage-2 threshold that maximises the mean F1 of the kept facts against the gold ones
     among the candidates, over held-out hops (each hop's ``scores`` and ``gold`` aligned), with
     :func:`kept_facts`'s rules (at most ``max_kept``, at least ``min_kept``). Hops without a gold candidate
     are skipped (no threshold can help them). Returns (threshold, mean F1 there); the candidates
-    are 0 and the midpoints between consecutive distinct scores, so ties break towards 0."""
+    are 0 and the midpoints between consecutive distinct scores, so ties break towards 0.
+    ``n_gold`` (per hop) counts gold facts the candidates missed too, so F1 is against the claim's
+    whole gold set (the engine's last hops); without it, against the gold candidates."""
     hops = [(list(s), list(g)) for s, g in zip(scores, gold, strict=True) if any(g)]
     if not hops:
         raise ValueError("no held-out hop has a gold candidate fact; nothing to calibrate on")
     values = sorted({x for s, _ in hops for x in s})
     cuts = sorted({0.0, *((a + b) / 2 for a, b in zip(values, values[1:]))}, key=lambda t: (abs(t), t))
-    best = max(cuts, key=lambda t: (round(kept_f1(scores, gold, t, max_kept, min_kept), 12), -abs(t)))
-    return best, kept_f1(scores, gold, best, max_kept, min_kept)
+    best = max(cuts, key=lambda t: (round(kept_f1(scores, gold, t, max_kept, min_kept, n_gold), 12), -abs(t)))
+    return best, kept_f1(scores, gold, best, max_kept, min_kept, n_gold)
 
 
-def kept_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], threshold: float, max_kept: int = 5, min_kept: int = 1) -> float:
-    """Mean F1 of :func:`kept_facts` at ``threshold`` against the gold candidates, over the hops
-    that have one."""
+def kept_f1(
+    scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], threshold: float, max_kept: int = 5, min_kept: int = 1, n_gold: Sequence[int] | None = None
+) -> float:
+    """Mean F1 of :func:`kept_facts` at ``threshold`` against the gold facts (``n_gold[i]`` of
+    them, else the gold candidates), over the hops that have a gold candidate."""
+    totals = n_gold if n_gold is not None else [sum(g) for g in gold]
     f1s = []
-    for s, g in zip(scores, gold, strict=True):
+    for s, g, total in zip(scores, gold, totals, strict=True):
         if any(g):
             kept = kept_facts(g, s, max_kept, min_kept, threshold)
             hits = sum(is_gold for is_gold, _ in kept)
-            f1s.append(2 * hits / (len(kept) + sum(g)) if hits else 0.0)
+            f1s.append(2 * hits / (len(kept) + total) if hits else 0.0)
     return sum(f1s) / len(f1s) if f1s else 0.0
 
 
@@ -117,6 +124,7 @@ def kept_f1(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], t
 class CondensedHop:
     ranked: list[ScoredSentence]  # stage 1, every sentence of the hop's passages, best first
     candidates: list[Sentence]  # what stage 2 read: the context, then the best new facts
+    scores: list[float]  # stage 2's score of each candidate, aligned
     kept: list[tuple[Sentence, float]]  # stage 2's kept facts with their scores, best first
 
 
@@ -136,7 +144,7 @@ def condense_hop(
     candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
     scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
     return [
-        CondensedHop(r, cands, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold))
+        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold))
         for r, cands, sc in zip(ranked, candidates, scores, strict=True)
     ]
 

@@ -11,7 +11,8 @@ passages, and the claim's whole gold fact set.
   cross-entropy of that positive against all the hop's negatives.
 - **Stage 2** reads the facts the trained stage 1 puts forward for the hop (the context facts
   plus its best new sentences, shuffled so that position says nothing) and labels each fact by
-  membership of the gold set. Loss: ``w · BCE per fact + (1 − w) · CE of each gold fact against
+  membership of the gold set; the context is the gold one and/or the claim's own earlier picks,
+  wrong ones included (:func:`stage2_examples`). Loss: ``w · BCE per fact + (1 − w) · CE of each gold fact against
   all non-gold facts``.
 - **Reader**: claim + facts → SUPPORTED / NOT_SUPPORTED from [CLS], cross-entropy. Its facts are
   the gold facts and/or what the trained condensers keep when they run hop by hop on their *own*
@@ -22,7 +23,7 @@ passages, and the claim's whole gold fact set.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,14 +115,47 @@ def stage1_loss(model: SequenceModel, batch: Sequence[Stage1Example], condenser:
 
 # ---- stage 2 ----------------------------------------------------------------------------------
 def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, config: Stage2TrainingConfig) -> list[Stage2Example]:
-    """Run the trained stage 1 over each hop's passages and label its candidates for stage 2."""
-    ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
-    examples = []
-    for i, (hop, sentences) in enumerate(zip(hops, ranked, strict=True)):
-        candidates = stage2_candidates(hop.context, sentences, condenser.top_facts)
-        random.Random(config.seed * 1_000_003 + i).shuffle(candidates)
-        examples.append(Stage2Example(hop.uid, hop.claim, tuple(s.fact for s in candidates), tuple(s.key in hop.gold for s in candidates)))
+    """Run the trained stage 1 over each hop's passages and label what stage 2 would read, as the
+    engine builds it: the context first, then the best new facts, ``top_facts`` together.
+
+    The context is the gold facts of earlier positives (``config.context: gold``), or the claim's
+    *own* earlier picks (``own``): at hop h, the first ``max_kept`` of what stage 2 read at hop
+    h − 1, gold or not, as an untrained stage 2 would pass them on. Stage 2 must then learn to drop
+    a wrong context fact, as it must in the engine. ``both`` (default) gives each hop after the
+    first one example of each."""
+    examples: list[Stage2Example] = []
+    if config.context in ("gold", "both"):
+        ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
+        examples += [_stage2_example(hop, hop.context, r, condenser, config.seed * 1_000_003 + i) for i, (hop, r) in enumerate(zip(hops, ranked, strict=True))]
+    if config.context in ("own", "both"):
+        by_claim = _hops_by_claim(hops)
+        own: dict[str, tuple[Sentence, ...]] = dict.fromkeys(by_claim, ())
+        for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
+            now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
+            ranked = condense_stage1(stage1, [hop.stage1_query(config.negative_passages, own[hop.uid]) for hop in now], condenser)
+            for i, (hop, r) in enumerate(zip(now, ranked, strict=True)):
+                example = _stage2_example(hop, own[hop.uid], r, condenser, config.seed * 1_000_003 + 500_009 * h + i)
+                if h > 1 or config.context == "own":  # hop 1 has no context: the gold-context example already covers it
+                    examples.append(example)
+                own[hop.uid] = tuple(stage2_candidates(own[hop.uid], r, condenser.top_facts)[: condenser.max_kept])
     return examples
+
+
+def _stage2_example(hop: LabelledHop, context: Sequence[Sentence], ranked: Sequence, condenser: CondenserConfig, seed: int) -> Stage2Example:
+    """What stage 2 reads for ``hop`` given ``context``, shuffled so that position says nothing."""
+    candidates = stage2_candidates(context, ranked, condenser.top_facts)
+    random.Random(seed).shuffle(candidates)
+    return Stage2Example(hop.uid, hop.claim, tuple(s.fact for s in candidates), tuple(s.key in hop.gold for s in candidates))
+
+
+def _hops_by_claim(hops: Sequence[LabelledHop]) -> dict[str, list[LabelledHop]]:
+    """Each claim's labelled hops in hop order."""
+    by_claim: dict[str, list[LabelledHop]] = {}
+    for hop in hops:
+        by_claim.setdefault(hop.uid, []).append(hop)
+    for claim_hops in by_claim.values():
+        claim_hops.sort(key=lambda x: x.hop)
+    return by_claim
 
 
 def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser: CondenserConfig, bce_weight: float) -> torch.Tensor:
@@ -142,11 +176,7 @@ def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser:
 def condensed_facts(stage1: SequenceModel, stage2: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, negative_passages: int) -> dict[str, list[Sentence]]:
     """Per claim, the facts the condensers keep when run hop by hop on their own context over each
     labelled hop's passages (all claims' hop h in one batch)."""
-    by_claim: dict[str, list[LabelledHop]] = {}
-    for hop in hops:
-        by_claim.setdefault(hop.uid, []).append(hop)
-    for claim_hops in by_claim.values():
-        claim_hops.sort(key=lambda x: x.hop)
+    by_claim = _hops_by_claim(hops)
     context: dict[str, list[Sentence]] = {uid: [] for uid in by_claim}
     for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
         now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
@@ -183,12 +213,17 @@ def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: Re
 
 
 # ---- training ---------------------------------------------------------------------------------
+def held_out_uids(uids: Iterable[str], share: float, seed: int) -> set[str]:
+    """A seeded ``share`` of the distinct claim uids: the claims held out of training."""
+    distinct = sorted(set(uids))
+    n = round(share * len(distinct))
+    return set(random.Random(seed).sample(distinct, n)) if n else set()
+
+
 def split_held_out(examples: Sequence, share: float, seed: int) -> tuple[list, list]:
     """(train, validation): a seeded share of the claims (all their examples, never single hops)
-    is held out for the validation curve."""
-    distinct = sorted({e.uid for e in examples})
-    n = round(share * len(distinct))
-    held = set(random.Random(seed).sample(distinct, n)) if n else set()
+    is held out for the validation curve (:func:`held_out_uids`)."""
+    held = held_out_uids((e.uid for e in examples), share, seed)
     return [e for e in examples if e.uid not in held], [e for e in examples if e.uid in held]
 
 

@@ -28,10 +28,17 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     assert refs["index/index_passages"].rows == refs["corpus/passages"].rows == 118
 
     # every system verified the 12 dev claims, and the gate checked its traces
-    per_system = query(store, "SELECT system, count(*) AS n, count(DISTINCT uid) AS claims FROM predictions GROUP BY ALL ORDER BY ALL").to_pylist()
+    per_system = query(store, "SELECT system, count(*) AS n, count(DISTINCT uid) AS claims FROM predictions WHERE producer LIKE 'eval-%' GROUP BY ALL ORDER BY ALL").to_pylist()
     assert per_system == [{"system": s, "n": 12, "claims": 12} for s in sorted(SYSTEMS)]
     gates = query(store, "SELECT count(*) AS n, bool_and(success) AS ok FROM validations WHERE artifact = 'predictions'").to_pylist()
-    assert gates == [{"n": len(SYSTEMS), "ok": True}]
+    assert gates == [{"n": len(SYSTEMS) + 1, "ok": True}]  # and the calibration run's
+
+    # the stage-2 threshold was calibrated by the full system on the training claims stage 2 held
+    # out (5% of those it read), never on dev: their last hops are what calibrate-stage2 read
+    calibration = query(
+        store, "SELECT c.split, count(*) AS n FROM predictions p JOIN claims c USING (uid) WHERE p.producer = 'calibrate-baleen' GROUP BY ALL"
+    ).to_pylist()
+    assert [r["split"] for r in calibration] == ["train"] and calibration[0]["n"] >= 1
 
     # depth 12 per claim (conftest.py): multi-hop systems hop num_hops times reading 12 // H passages
     # each, single-hop reads (12 // H) × H once; the Retrieval@100 pool holds at most 12, distinct;
@@ -41,8 +48,8 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
         "SELECT t.system, bool_and(p.hops = c.num_hops) AS hops_ok, bool_and(n = 12 // c.num_hops * c.num_hops) AS read_ok, "
         "bool_and(pooled <= 12 AND pooled = distinct_pooled) AS pool_ok, max(len(p.fact_pids)) AS most_facts FROM predictions p "
         "JOIN claims c USING (uid) JOIN (SELECT system, uid, sum(len(retrieved_pids)) AS n, sum(len(pool_pids)) AS pooled, "
-        "len(list_distinct(flatten(list(pool_pids)))) AS distinct_pooled FROM hop_traces GROUP BY ALL) t USING (system, uid) "
-        "GROUP BY ALL ORDER BY ALL",
+        "len(list_distinct(flatten(list(pool_pids)))) AS distinct_pooled FROM hop_traces WHERE producer LIKE 'eval-%' GROUP BY ALL) t USING (system, uid) "
+        "WHERE p.producer LIKE 'eval-%' GROUP BY ALL ORDER BY ALL",
     ).to_pylist()
     assert {r["system"]: r["read_ok"] and r["pool_ok"] for r in hops} == dict.fromkeys(sorted(SYSTEMS), True)
     assert {r["system"]: r["hops_ok"] for r in hops} == {s: s != "single-hop" for s in sorted(SYSTEMS)}
@@ -51,7 +58,7 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     # passage F1 recomputed in plain SQL from predictions and gold_facts equals claim_metrics
     recomputed = query(
         store,
-        "WITH pred AS (SELECT system, uid, list_distinct(fact_pids) AS pids FROM predictions), "
+        "WITH pred AS (SELECT system, uid, list_distinct(fact_pids) AS pids FROM predictions WHERE producer LIKE 'eval-%'), "
         "gold AS (SELECT uid, list(DISTINCT pid) AS pids FROM gold_facts GROUP BY uid), "
         "hits AS (SELECT system, uid, len(list_intersect(pred.pids, gold.pids)) AS h, len(pred.pids) AS np, len(gold.pids) AS ng FROM pred JOIN gold USING (uid)) "
         "SELECT max(abs(CASE WHEN h = 0 THEN 0 ELSE 2.0 * h / (np + ng) END - m.passage_f1)) AS worst FROM hits JOIN claim_metrics m USING (system, uid)",
@@ -67,7 +74,7 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     # Retrieval@100 recomputed in SQL from the pool: every gold passage among the pool's pids
     pooled = query(
         store,
-        "WITH pool AS (SELECT system, uid, flatten(list(pool_pids ORDER BY hop)) AS pids FROM hop_traces GROUP BY ALL), "
+        "WITH pool AS (SELECT system, uid, flatten(list(pool_pids ORDER BY hop)) AS pids FROM hop_traces WHERE producer LIKE 'eval-%' GROUP BY ALL), "
         "gold AS (SELECT uid, list(DISTINCT pid) AS pids FROM gold_facts GROUP BY uid) "
         "SELECT count(*) FILTER (WHERE (len(list_intersect(pool.pids[1:100], gold.pids)) = len(gold.pids))::DOUBLE <> m.retrieval_at_100) AS wrong, "
         "count(*) AS n FROM pool JOIN gold USING (uid) JOIN claim_metrics m USING (system, uid)",

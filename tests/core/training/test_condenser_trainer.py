@@ -19,6 +19,7 @@ from baleen_core.training.condenser_trainer import (
     reader_examples,
     split_held_out,
     stage1_examples,
+    stage2_examples,
     train_reader,
     train_stage1,
     train_stage2,
@@ -53,6 +54,25 @@ def test_stage1_positives_are_the_passage_or_only_its_gold_sentences():
     by_gold = stage1_examples(hops, Stage1TrainingConfig(negative_passages=1, positives="gold_facts"))[0]
     assert by_passage.positives == {(11, 0), (11, 1)} and by_gold.positives == {(11, 1)}
     assert [p.pid for p in by_passage.query.passages] == [11, 21]
+
+
+def test_stage2_examples_read_the_gold_or_the_claims_own_earlier_picks_as_the_engine_does():
+    stage1 = SequenceModel.load("stage1", default_backbone(), "cpu")
+    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1)]
+    condenser = CondenserConfig(device="cpu", top_facts=4, max_kept=2)
+    gold_only = stage2_examples(stage1, hops, condenser, Stage2TrainingConfig(negative_passages=1, context="gold"))
+    own = stage2_examples(stage1, hops, condenser, Stage2TrainingConfig(negative_passages=1, context="own"))
+    both = stage2_examples(stage1, hops, condenser, Stage2TrainingConfig(negative_passages=1, context="both"))
+    assert len(gold_only) == len(own) == 3 and len(both) == 4  # "both" adds u1's hop 2 with its own context
+    assert all(len(e.facts) == 4 for e in own + gold_only)  # top_facts, context included
+    u1_hop2_gold, u1_hop2_own = ([e for e in examples if e.uid == "u1"][1] for examples in (gold_only, own))  # u1's examples come in hop order
+    assert hops[1].context[0].fact in u1_hop2_gold.facts  # the gold context fact
+    # the own context is the first max_kept of what hop 1 read: two hop-1 facts, gold or not, and
+    # they are labelled by gold membership, so a wrong one is a negative stage 2 must learn to drop
+    hop1_facts = {s.fact for p in (hops[0].positive, hops[0].negatives[0]) for s in p.sentences}
+    carried = [f for f in u1_hop2_own.facts if f in hop1_facts]
+    assert len(carried) == 2
+    assert all(g == (f == "Gold1 | The key fact is here." or f == "Gold2 | The key fact is here.") for f, g in zip(u1_hop2_own.facts, u1_hop2_own.gold, strict=True))
 
 
 def test_reader_examples_pair_condensed_and_gold_facts_per_claim():
