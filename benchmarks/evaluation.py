@@ -8,7 +8,12 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
 2. the evaluation flow runs every system on the dev claims: the full system (trained FLIPR +
    condensers + reader), BM25 multi-hop, full ColBERT interaction, single-hop, untrained FLIPR;
 3. it prints the metric table (mean and bootstrap 95% interval, by hop count), the engine's
-   throughput per system, and where the report, plots and HTML traces are.
+   throughput per system, and where the report, plots and HTML traces are;
+4. it writes the results file (``baleen_core.results``: every system × hop count × metric with
+   its interval, the paired differences, final-fact counts, claims/s, commit, machine, budgets) to
+   ``benchmarks/results/hover-mini-dev.json`` (``hover-mini-dev-first<N>.json`` with
+   ``--max-claims N``, so a partial run never overwrites the whole one). The README's table is
+   ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
 """
@@ -16,12 +21,16 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
 DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -30,6 +39,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's working directory (created when missing)")
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
     args = parser.parse_args()
     if not args.hover_mini.is_dir():
         sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
@@ -81,6 +91,21 @@ def main() -> None:
             print(f"| {key.split('/')[0]} | {s['claims']} | {s['seconds']} | {s['claims_per_second']} | {s['device']} |")
     report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)
     print(f"\nreport with bootstrap intervals, plots and HTML traces: {report}")
+
+    from baleen_core.config import BaleenConfig
+    from baleen_core.results import results_document, results_table
+
+    config = BaleenConfig.load(config_path)
+    metric_rows = {key.split("/")[0]: store.read_table(ref).to_pylist() for key, ref in refs.items() if key.endswith("/claim_metrics")}
+    speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
+    budgets = {"training": yaml.safe_load(training_config.read_text()).get("training"), "labels": config.labels.model_dump(mode="json"),
+               "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
+               "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept"})}
+    document = results_document(metric_rows, speed, "dev", wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
+    out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"\nresults file: {out}\n\n{results_table(document)}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""Benchmark results files: one shape for every ``benchmarks/results/*.json``, and the README
+tables generated from them.
+
+    {"commit", "date", "machine", "split", "claims", "wall_seconds", "majority_class", "budgets",
+     "systems": {SYSTEM: {"2" | "3" | "4" | "all": {METRIC: {"mean", "lo", "hi"}, "claims",
+                                                     "max_final_facts", "claims_per_s"}}},
+     "paired": {"baleen-SYSTEM": {"2" | "3" | "4" | "all": {METRIC: {"mean", "lo", "hi"}}}}}
+
+Intervals are percentile-bootstrap 95% ones over claims (paired: over the claims both systems
+verified). ``METRIC`` is one of :data:`RESULT_METRICS`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from baleen_core.metrics import bootstrap_ci, by_hop_count, paired_difference
+
+RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
+
+
+def _interval(values: Sequence[float], samples: int, seed: int) -> dict | None:
+    if not values:
+        return None
+    lo, hi = bootstrap_ci(values, samples, seed)
+    return {"mean": sum(values) / len(values), "lo": lo, "hi": hi}
+
+
+def system_results(rows: Sequence[Mapping], claims_per_s: float | None, samples: int = 1000, seed: int = 0) -> dict:
+    """One system's block: per hop count and overall, each metric's mean and interval."""
+    out = {}
+    for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"])):
+        block: dict = {"claims": len(chosen), "max_final_facts": max((int(r["final_facts"]) for r in chosen), default=0), "claims_per_s": claims_per_s}
+        for metric in RESULT_METRICS:
+            block[metric] = _interval([float(r[metric]) for r in chosen if r.get(metric) is not None], samples, seed)
+        out[hops] = block
+    return out
+
+
+def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: int = 1000, seed: int = 0) -> dict:
+    """``main`` minus ``other`` on the claims both verified, per hop count and overall."""
+    theirs = {r["uid"]: r for r in other}
+    pairs = [(r, theirs[r["uid"]]) for r in main if r["uid"] in theirs]
+    out = {}
+    for hops, chosen in by_hop_count(pairs, lambda pair: int(pair[0]["num_hops"])):
+        block = {}
+        for metric in RESULT_METRICS:
+            both = [(a[metric], b[metric]) for a, b in chosen if a.get(metric) is not None and b.get(metric) is not None]
+            if both:
+                diff = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed)
+                block[metric] = {"mean": diff.mean, "lo": diff.ci[0], "hi": diff.ci[1]}
+            else:
+                block[metric] = None
+        out[hops] = block
+    return out
+
+
+def majority_class(rows: Sequence[Mapping]) -> float | None:
+    """Accuracy of always answering the most common gold label (None on an unlabelled split)."""
+    labels = Counter(r["gold_label"] for r in rows if r.get("gold_label") is not None)
+    return max(labels.values()) / sum(labels.values()) if labels else None
+
+
+def results_document(
+    metric_rows: Mapping[str, Sequence[Mapping]],
+    claims_per_s: Mapping[str, float | None],
+    split: str,
+    wall_seconds: float | None,
+    budgets: Mapping | None = None,
+    main: str = "baleen",
+    samples: int = 1000,
+    seed: int = 0,
+    repo: Path | None = None,
+) -> dict:
+    """The results file of one evaluation: ``metric_rows`` are ``claim_metrics`` rows per system."""
+    first = metric_rows.get(main) or next(iter(metric_rows.values()))
+    return {
+        "commit": git_commit(repo),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "split": split,
+        "claims": len(first),
+        "wall_seconds": None if wall_seconds is None else round(wall_seconds, 1),
+        "majority_class": majority_class(first),
+        "budgets": dict(budgets or {}),
+        "systems": {system: system_results(rows, claims_per_s.get(system), samples, seed) for system, rows in metric_rows.items()},
+        "paired": {f"{main}-{system}": paired_results(metric_rows[main], rows, samples, seed) for system, rows in metric_rows.items() if system != main and main in metric_rows},
+    }
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    """The checked-out commit (with ``+dirty`` when the tree has changes), or None outside git."""
+    cwd = repo or Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def machine_description() -> str:
+    """CPU model and core count (and the GPU when torch sees one): what a timing was taken on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    description = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            description += f", {torch.cuda.get_device_name(0)}"
+    except ImportError:
+        pass
+    return description
+
+
+def _cell(value: dict | None, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    fmt = "{:+.3f}" if signed else "{:.3f}"
+    return f"{fmt.format(value['mean'])} [{fmt.format(value['lo'])}, {fmt.format(value['hi'])}]"
+
+
+def results_table(document: Mapping, metrics: Sequence[str] = ("passage_em", "passage_f1", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")) -> str:
+    """The README's Markdown tables of a results file: every system × hop count, then the paired
+    differences of the full system against each other one."""
+    lines = ["| system | hops | claims | " + " | ".join(metrics) + " | max facts | claims/s |", "|---|---|---|" + "---|" * (len(metrics) + 2)]
+    for system, per_hops in document["systems"].items():
+        for hops, block in per_hops.items():
+            speed = "—" if block["claims_per_s"] is None else f"{block['claims_per_s']:.3f}"
+            lines.append(f"| {system} | {hops} | {block['claims']} | " + " | ".join(_cell(block[m]) for m in metrics) + f" | {block['max_final_facts']} | {speed} |")
+    if document["paired"]:
+        lines += ["", "| difference | hops | " + " | ".join(f"Δ {m}" for m in metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+        for name, per_hops in document["paired"].items():
+            for hops, block in per_hops.items():
+                lines.append(f"| {name} | {hops} | " + " | ".join(_cell(block[m], signed=True) for m in metrics) + " |")
+    majority = document.get("majority_class")
+    lines += ["", f"{document['claims']} {document['split']} claims; majority class {'—' if majority is None else f'{majority:.3f}'}; "
+              f"commit {document['commit']}; {document['machine']}; each cell: mean [bootstrap 95% interval]."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m baleen_core.results FILE.json``: print the README tables of a results file."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("results", type=Path)
+    args = parser.parse_args(argv)
+    print(results_table(json.loads(args.results.read_text())), end="")
+
+
+if __name__ == "__main__":
+    main()

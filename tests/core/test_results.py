@@ -1,0 +1,43 @@
+"""Benchmark results files: the shape every benchmarks/results/*.json shares, hand-worked values,
+and the README table generated from one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baleen_core.results import RESULT_METRICS, majority_class, results_document, results_table
+
+
+def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED"):
+    base = dict.fromkeys(RESULT_METRICS, 1.0)
+    return {**base, "uid": uid, "num_hops": hops, "passage_f1": passage_f1, "final_facts": facts, "gold_label": label}
+
+
+def test_results_document_has_the_shared_shape_and_hand_worked_values():
+    rows = {
+        "baleen": [_row("a", 2, 1.0, 5), _row("b", 2, 0.5), _row("c", 3, 0.0, 2, "NOT_SUPPORTED")],
+        "bm25-multihop": [_row("a", 2, 0.5), _row("b", 2, 0.5), _row("c", 3, 0.5, 4, "NOT_SUPPORTED")],
+    }
+    doc = results_document(rows, {"baleen": 0.25, "bm25-multihop": None}, "dev", 12.34, {"rounds": 1}, samples=200)
+    assert set(doc) == {"commit", "date", "machine", "split", "claims", "wall_seconds", "majority_class", "budgets", "systems", "paired"}
+    assert doc["claims"] == 3 and doc["wall_seconds"] == 12.3 and doc["majority_class"] == pytest.approx(2 / 3)
+    baleen = doc["systems"]["baleen"]
+    assert set(baleen) == {"2", "3", "all"}
+    assert baleen["2"]["passage_f1"]["mean"] == pytest.approx(0.75) and baleen["2"]["max_final_facts"] == 5 and baleen["3"]["max_final_facts"] == 2
+    assert baleen["all"]["passage_f1"]["lo"] <= 0.5 <= baleen["all"]["passage_f1"]["hi"] and baleen["all"]["claims_per_s"] == 0.25
+    paired = doc["paired"]["baleen-bm25-multihop"]
+    assert paired["2"]["passage_f1"]["mean"] == pytest.approx(0.25) and paired["3"]["passage_f1"] == {"mean": -0.5, "lo": -0.5, "hi": -0.5}
+    assert set(paired["all"]) == set(RESULT_METRICS)
+    json.dumps(doc)  # a results file is plain JSON
+
+    table = results_table(doc)
+    assert "| baleen | 2 | 2 | 1.000 [1.000, 1.000] | 0.750 [" in table
+    assert "| baleen-bm25-multihop | 3 | +1.000" not in table and "| baleen-bm25-multihop | 3 | +0.000 [+0.000, +0.000] | -0.500 [-0.500, -0.500] |" in table
+    assert "majority class 0.667" in table
+
+
+def test_majority_class_ignores_unlabelled_claims():
+    assert majority_class([{"gold_label": "SUPPORTED"}, {"gold_label": None}, {"gold_label": "NOT_SUPPORTED"}, {"gold_label": "SUPPORTED"}]) == pytest.approx(2 / 3)
+    assert majority_class([{"gold_label": None}]) is None
