@@ -13,6 +13,8 @@ Centroid ids are uint16 when there are at most 65,536 centroids, else int32.
 
 from __future__ import annotations
 
+import functools
+
 import math
 from pathlib import Path
 
@@ -25,6 +27,13 @@ PQ_FILE = "residual_pq.faiss"
 
 def faiss_gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+
+
+@functools.cache
+def gpu_resources() -> faiss.StandardGpuResources:
+    """One set of faiss GPU resources (scratch memory, streams) per process, shared by every
+    codec: each set reserves its own GPU memory."""
+    return faiss.StandardGpuResources()
 
 
 def choose_n_centroids(sample_tokens: int, total_tokens: int) -> int:
@@ -88,7 +97,8 @@ class ResidualCodec:
         n, dim = sample.shape
         if n < n_centroids:
             raise ValueError(f"{n} sample tokens cannot train {n_centroids} centroids; lower index.n_centroids")
-        kmeans = faiss.Kmeans(dim, n_centroids, niter=iterations, seed=seed, spherical=True, gpu=use_gpu, verbose=False)
+        # gpu=1: k-means on GPU 0 only, the device the quantizer and the encoder use (True = every GPU)
+        kmeans = faiss.Kmeans(dim, n_centroids, niter=iterations, seed=seed, spherical=True, gpu=1 if use_gpu else False, verbose=False)
         kmeans.train(sample)
         codec = cls(kmeans.centroids, None, use_gpu)
         if kind == "pq":
@@ -109,8 +119,7 @@ class ResidualCodec:
             index = faiss.IndexFlatIP(self.dim)
             index.add(self.centroids)
             if self.use_gpu and faiss_gpu_available():
-                self._gpu_resources = faiss.StandardGpuResources()
-                index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, index)
+                index = faiss.index_cpu_to_gpu(gpu_resources(), 0, index)
             self._quantizer = index
         return self._quantizer
 

@@ -3,7 +3,7 @@
 AdamW with two learning rates (the pre-trained backbone and the fresh head), linear warm-up then
 linear decay, gradient clipping, fp16 autocast with gradient scaling on CUDA. Every epoch ends with
 a checkpoint directory written atomically (``epoch-NNN``: the model as the model saves itself, plus
-optimizer, scheduler, scaler and RNG state and the step metrics), and ``train_epochs`` resumes from
+optimizer, scheduler, scaler and RNG state, CUDA's included, and the step metrics), and ``train_epochs`` resumes from
 the newest one, so a killed run loses at most one epoch. An optional validation set is scored every
 ``validate_every`` steps and at the end of each epoch (the validation curve).
 """
@@ -124,13 +124,7 @@ def train_epochs(
             started = time.perf_counter()
             with torch.autocast(device.type, dtype=torch.float16, enabled=device.type == "cuda"):
                 loss = loss_fn(batch)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(module.parameters(), config.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
+            optimizer_step(loss, module, optimizer, scheduler, scaler, config.grad_clip)
             seconds = time.perf_counter() - started
             last_of_epoch = i == len(starts) - 1
             val = validate() if (last_of_epoch or (step + 1) % validate_every == 0) else None
@@ -144,11 +138,50 @@ def train_epochs(
     return last, history
 
 
+def optimizer_step(loss: torch.Tensor, module: nn.Module, optimizer, scheduler, scaler: torch.amp.GradScaler, grad_clip: float) -> bool:
+    """Backward, clip, step; returns whether the optimizer stepped. A gradient scaler that finds
+    inf/NaN gradients skips the optimizer's step, and then the learning-rate schedule does not
+    advance either (it counts optimizer steps, so a skipped one must not shorten the warm-up)."""
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
+    scale = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    stepped = scaler.get_scale() >= scale  # the scale only shrinks after a skipped step
+    if stepped:
+        scheduler.step()
+    return stepped
+
+
+def restore_scaler(scaler: torch.amp.GradScaler, state: dict) -> None:
+    """Load a saved scaler state, unless it is empty: a run started on the CPU saved a disabled
+    scaler's ``{}``, and an enabled (CUDA) scaler resuming it then starts from its defaults."""
+    if state:
+        scaler.load_state_dict(state)
+
+
+def rng_state() -> dict:
+    """Every RNG a training step draws from: the CPU's and, where present, each CUDA device's
+    (dropout on the GPU), so that a resumed run continues the same random stream."""
+    state = {"torch_rng": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict) -> None:
+    torch.set_rng_state(state["torch_rng"])
+    if "cuda_rng" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+
 def _save(model: Trainable, optimizer, scheduler, scaler, epoch: int, history: list[dict], work_dir: Path) -> Path:
     tmp = work_dir / f".tmp-{uuid.uuid4().hex}"
     model.save(tmp)
     torch.save(
-        {"epoch": epoch, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state()},
+        {"epoch": epoch, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), **rng_state()},
         tmp / STATE_FILE,
     )
     (tmp / STEPS_FILE).write_text(json.dumps(history))
@@ -164,6 +197,6 @@ def _resume(model: Trainable, optimizer, scheduler, scaler, checkpoint: Path) ->
     state = torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    torch.set_rng_state(state["torch_rng"])
+    restore_scaler(scaler, state["scaler"])
+    restore_rng(state)
     return state["epoch"] + 1, json.loads((checkpoint / STEPS_FILE).read_text())

@@ -93,8 +93,7 @@ def service(tmp_path):
                 pytest.fail(f"the Prefect server did not come up:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
             time.sleep(1)
         run("work-pool", "create", POOL, "--type", "process")
-        run("--no-prompt", "deploy", "--all")
-        run("concurrency-limit", "create", "gpu", "1")  # as the README says: one model task at a time
+        run("--no-prompt", "deploy", "--all")  # its build step creates the gpu tag limit
         start("worker", "start", "--pool", POOL, "--limit", "1", log="worker.log")
         yield api, tmp_path
     finally:
@@ -121,6 +120,8 @@ def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
     }))
 
     with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        limit = client.read_concurrency_limit_by_tag("gpu")
+        assert limit.concurrency_limit == 1  # made by prefect.yaml's build step, not by hand
         deployments = {d.name: d for d in client.read_deployments()}
         assert FLOWS <= set(deployments), f"prefect.yaml is missing deployments: {FLOWS - set(deployments)}"
         assert all(d.work_pool_name == POOL for d in deployments.values())
