@@ -294,7 +294,7 @@ SystemName = Literal["baleen", "bm25-multihop", "colbert-full", "single-hop", "u
 SYSTEMS: dict[str, str] = {
     "baleen": "trained FLIPR (focused scoring) + trained condensers + reader, hop by hop",
     "bm25-multihop": "BM25 instead of FLIPR, same condensers and reader (isolates the retriever)",
-    "colbert-full": "trained FLIPR scored with every query position, ColBERT-style (isolates focused scoring)",
+    "colbert-full": "FLIPR trained and scored with every query position, ColBERT-style, on the same labels (isolates focused scoring)",
     "single-hop": "one retrieval from the claim alone, its best k × H passages in one condensing pass (isolates multi-hop)",
     "untrained-flipr": "the untrained backbone's FLIPR index, same condensers and reader (isolates retriever training)",
 }

@@ -16,7 +16,8 @@ from prefect import flow
 
 from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import PRODUCER, newest_trained_index
+from baleen_storage import StoreError
+from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import calibrate_stage2, held_out_claims
 from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
@@ -24,10 +25,16 @@ from baleen_tasks.validation import validate_artifact
 
 
 def trained_models(store: ArtifactStore, given: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
-    """What the systems read: ``index`` (trained FLIPR), ``untrained_index``, and the ``stage1``,
-    ``stage2`` and ``reader`` checkpoints; ``given`` ones win, the rest are the store's newest."""
+    """What the systems read: ``index`` (trained FLIPR), ``untrained_index``, ``colbert_index``
+    (FLIPR trained with full interaction, when one was), and the ``stage1``, ``stage2`` and
+    ``reader`` checkpoints; ``given`` ones win, the rest are the store's newest."""
     models = dict(given or {})
     models.setdefault("index", newest_trained_index(store))
+    if "colbert_index" not in models:
+        try:
+            models["colbert_index"] = newest_full_interaction_index(store)
+        except StoreError:
+            pass  # only colbert-full needs it, and says so
     models.setdefault("untrained_index", store.latest("flipr_index", PRODUCER))
     for kind in ("stage1", "stage2", "reader"):
         models.setdefault(kind, store.latest(f"{kind}_checkpoint"))

@@ -28,7 +28,7 @@ def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool 
     indexed = index_flow(config_path, passages_run, run_id, force)
     claims_run = ingested["claims/claims"].manifest.run_id
     trained = training_flow(config_path, run_id, force, claims_run, passages_run, indexed["flipr_index"].manifest.run_id)
-    models = {"untrained_index": indexed["flipr_index"], **{k: trained[k] for k in ("index", "stage1", "stage2", "reader")}}
+    models = {"untrained_index": indexed["flipr_index"], **{k: trained[k] for k in ("index", "colbert_index", "stage1", "stage2", "reader") if k in trained}}
     evaluated = evaluation_flow(config_path, run_id, force, claims_run, passages_run, models)
     return {
         **ingested,

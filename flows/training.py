@@ -1,6 +1,7 @@
 """The training flow: latent hop ordering rounds and FLIPR training, chained.
 
     labels r0 (BM25 or untrained FLIPR) → train FLIPR → re-index → labels r1 (trained FLIPR) → train FLIPR → re-index …
+    → [colbert-full evaluated: FLIPR with full interaction on the last FLIPR round's labels → index]
     → labels with the final FLIPR (``labels.relabel_for_condensers``)
     → condenser stage 1 → condenser stage 2 → reader (on the last labels)
     → condensers and reader on the dev claims' gold passages
@@ -20,7 +21,7 @@ from prefect import flow
 from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import trained_flipr_tag
+from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
 from baleen_tasks.labels import label_round, labels_producer
@@ -60,6 +61,7 @@ def training_flow(
     validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
     refs: dict[str, ArtifactRef] = {"labels-r0": labels}
     for round_number in range(config.labels.rounds):
+        flipr_labels = labels
         trained = train_flipr_on_labels(root, labels, claims, passages, sentences, config.retriever, config.training.flipr, round_number, run_id, force)
         tag = trained_flipr_tag(round_number)
         index = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=tag)["flipr_index"]
@@ -70,6 +72,13 @@ def training_flow(
             validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
             refs[f"labels-r{round_number + 1}"] = labels
     refs["index"] = index  # the last round's: what the engine searches
+    if "colbert-full" in config.evaluation.systems:
+        # the ablation of focused scoring compares two *trained* retrievers: the same labels, every query position counting
+        full = config.retriever.model_copy(update={"k_claim": None, "k_context": None})
+        last_round = config.labels.rounds - 1
+        trained = train_flipr_on_labels(root, flipr_labels, claims, passages, sentences, full, config.training.flipr, last_round, run_id, force, tag=FULL_INTERACTION_TAG)
+        refs["colbert_index"] = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=FULL_INTERACTION_TAG)["flipr_index"]
+        refs[f"{FULL_INTERACTION_TAG}/checkpoint"] = trained["flipr_checkpoint"]
     refs.update(train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id, force))
     refresh_catalog(root)
     return refs

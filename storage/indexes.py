@@ -63,6 +63,19 @@ def trained_flipr_tag(round_number: int) -> str:
     return f"{TRAINED_TAG_PREFIX}{round_number}"
 
 
+#: Tag of FLIPR trained with full interaction (every query position counts, ColBERT-style) on the
+#: last FLIPR round's labels, and of its index: the ``colbert-full`` system.
+FULL_INTERACTION_TAG = "colbert-full"
+
+
+def newest_full_interaction_index(store: ArtifactStore) -> ArtifactRef:
+    """The newest index of FLIPR trained with full interaction (producer ``index-colbert-full``)."""
+    trained = store.refs("flipr_index", f"{PRODUCER}-{FULL_INTERACTION_TAG}")
+    if not trained:
+        raise StoreError("no index of FLIPR trained with full interaction in this store; run `baleen train` with colbert-full among evaluation.systems")
+    return max(trained, key=lambda ref: ref.manifest.created_at)
+
+
 def newest_trained_index(store: ArtifactStore) -> ArtifactRef:
     """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
     of the newest training run)."""

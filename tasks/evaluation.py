@@ -26,7 +26,7 @@ from baleen_core.metrics import FUNNEL, by_hop_count, gold_funnel, paired_differ
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
-from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_tasks.condensing import passages_by_pid
 from baleen_tasks.policies import GPU_TAG
@@ -57,14 +57,17 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
     """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``)."""
     if system == "bm25-multihop":
         return open_bm25(store, passages, sentences)
-    index = models["untrained_index"] if system == "untrained-flipr" else models["index"]
+    if system == "colbert-full" and "colbert_index" not in models:
+        raise StoreError("colbert-full needs FLIPR trained with full interaction: run `baleen train` with colbert-full among evaluation.systems")
+    index = {"untrained-flipr": models["untrained_index"], "colbert-full": models.get("colbert_index")}.get(system) or models["index"]
     searcher, _ = open_searcher(store, config.search, config.retriever.device, index, full_interaction=system == "colbert-full")
     return searcher
 
 
 def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
     """Fingerprints of what a system reads."""
-    used = {"stage1", "stage2", "reader"} | ({"untrained_index"} if system == "untrained-flipr" else set() if system == "bm25-multihop" else {"index"})
+    retriever = {"untrained-flipr": {"untrained_index"}, "bm25-multihop": set(), "colbert-full": {"colbert_index"}}.get(system, {"index"})
+    used = {"stage1", "stage2", "reader"} | retriever
     return {name: ref.fingerprint for name, ref in models.items() if name in used}
 
 

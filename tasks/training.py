@@ -75,14 +75,16 @@ def train_flipr_on_labels(
     round_number: int,
     run_id: str,
     force: bool = False,
+    tag: str | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Train FLIPR on one round's hop labels; publish the checkpoint and the step metrics.
+    """Train FLIPR on one round's hop labels; publish the checkpoint and the step metrics, under
+    ``tag`` (default: ``flipr-r<round>``; the full-interaction variant has its own).
 
     Epoch checkpoints live in ``<store>/work/flipr-<fingerprint>/`` until the run finishes, so a
     killed run resumes at its last finished epoch; a second run with the same fingerprint waits
     for the first and then reuses what it published."""
     logger, store = run_logger(), ArtifactStore(store_root)
-    producer = trained_flipr_tag(round_number)
+    producer = tag or trained_flipr_tag(round_number)
     params = {"round": round_number, **config.model_dump(mode="json")}
     fp = fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CHECKPOINT.version)
     waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731
