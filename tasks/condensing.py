@@ -338,6 +338,11 @@ def calibrate_stage2(store_root: str, hop_traces: ArtifactRef, gold_facts: Artif
     flags = [[(p, s) in gold.get(u, set()) for p, s in zip(last[u]["stage2_pids"], last[u]["stage2_sids"], strict=True)] for u in uids]
     n_gold = [len(gold.get(u, ())) for u in uids]
     rules = (condenser.max_kept, condenser.min_kept)
+    if not any(any(f) for f in flags):  # no threshold changes an F1 of 0: nothing to learn from
+        run_logger().warning(
+            "stage 2 read no gold fact at the last hop of any of the %d held-out training claims: keeping threshold %s", len(uids), condenser.stage2_threshold
+        )
+        return {"threshold": condenser.stage2_threshold, "held_out_claims": len(uids), "claims_with_gold_read": 0}
     threshold, f1 = calibrate_threshold(scores, flags, *rules, n_gold)
     result = {
         "threshold": round(threshold, 4),
