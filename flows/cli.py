@@ -17,6 +17,10 @@ from typing import Annotated, Optional
 import typer
 
 from baleen_core.runtime import apply_runtime_defaults
+from baleen_schemas import ARTIFACTS
+
+#: Every view `baleen sql` can query: one per tabular artifact, plus the manifests and the gate results.
+SQL_VIEWS = (*ARTIFACTS, "artifacts", "validations")
 
 apply_runtime_defaults()
 
@@ -327,7 +331,7 @@ class OutputFormat(str, Enum):
 
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="One SQL statement over the artifact views (passages, sentences, claims, gold_facts, rejects, artifacts, validations).")],
+    query: Annotated[str, typer.Argument(help=f"One read-only SQL query over the artifact views ({', '.join(SQL_VIEWS)}).")],
     store: StoreOption = None,
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="table, csv or json (one object per line).")] = OutputFormat.table,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
@@ -336,9 +340,11 @@ def sql(
     _use_store(store)
     import duckdb
 
+    from baleen_storage.catalog import ReadOnlyQueryError
+
     try:
         table = _query(query)
-    except duckdb.Error as err:
+    except (duckdb.Error, ReadOnlyQueryError) as err:
         typer.echo(f"SQL error: {err}", err=True)
         raise typer.Exit(2) from None
     _print_table(table, output.value, max_rows)
@@ -359,7 +365,7 @@ def _print_table(table, output: str, max_rows: int = 50) -> None:
             sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
         return
     if output == "csv":
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")  # not the csv module's CRLF: `$(baleen sql … -f csv)` in a shell
         writer.writerow(table.column_names)
         writer.writerows([[row[c] for c in table.column_names] for row in rows])
         return

@@ -126,20 +126,45 @@ def build_catalog(store: ArtifactStore) -> Path:
     return final
 
 
+#: What ``baleen sql`` runs: queries (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE parse
+#: as SELECT) and EXPLAIN of one. COPY, ATTACH, INSTALL/LOAD, SET, CREATE, EXPORT… are refused.
+READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+class ReadOnlyQueryError(ValueError):
+    """A statement that is not one read-only query over the catalog."""
+
+
 def connect_readonly(store: ArtifactStore) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the catalog, rebuilt first when missing or out of date."""
+    """A read-only connection to the catalog, rebuilt first when missing or out of date, that
+    can read the store's artifacts and reports and nothing else: no other file, no network, no
+    extension install or load, and a locked configuration (a query cannot ``SET`` its way out)."""
     path = store.root / CATALOG_FILE
     sql_path = store.root / CATALOG_SQL_FILE
     current = ";\n".join(catalog_statements(store)) + ";\n"
     if not path.exists() or not sql_path.exists() or sql_path.read_text() != current:
         build_catalog(store)
-    return duckdb.connect(str(path), read_only=True)
+    con = duckdb.connect(str(path), read_only=True, config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    readable = [str(store.root / part) + os.sep for part in ("artifacts", "reports")]
+    # in this order: the allowed directories can only be set while external access is on
+    con.execute(f"SET allowed_directories = [{', '.join(_quote(d) for d in readable)}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
 
 
 def query(store: ArtifactStore, sql: str) -> pa.Table:
-    """Run one read-only query over the catalog and return an Arrow table."""
+    """Run one read-only query over the catalog and return an Arrow table; anything else (a
+    second statement, COPY, ATTACH, INSTALL, SET, CREATE …) raises :class:`ReadOnlyQueryError`
+    before it runs."""
     con = connect_readonly(store)
     try:
+        statements = con.extract_statements(sql)
+        if len(statements) != 1:
+            raise ReadOnlyQueryError(f"expected one SQL statement, got {len(statements)}")
+        kind = statements[0].type
+        if kind not in READ_ONLY_STATEMENTS:
+            raise ReadOnlyQueryError(f"{kind.name} statements are not allowed: the catalog is read-only (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)")
         return con.sql(sql).to_arrow_table()
     finally:
         con.close()

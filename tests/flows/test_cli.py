@@ -26,7 +26,7 @@ def test_sql_formats(tmp_path):
     assert as_json.exit_code == 0, as_json.output
     assert [json.loads(line) for line in as_json.stdout.splitlines()] == [{"pid": 1, "title": "A"}, {"pid": 2, "title": "B, with comma"}]
     as_csv = runner.invoke(app, ["sql", query, "--store", str(tmp_path), "-f", "csv"])
-    assert as_csv.stdout.splitlines() == ["pid,title", "1,A", '2,"B, with comma"']
+    assert as_csv.stdout == 'pid,title\n1,A\n2,"B, with comma"\n'  # LF line ends, for shells
     as_table = runner.invoke(app, ["sql", query, "--store", str(tmp_path)])
     assert "(2 rows)" in as_table.stdout
 
@@ -37,6 +37,17 @@ def test_sql_cannot_modify_and_errors_are_readable(tmp_path):
     assert result.exit_code == 2 and "read-only" in result.output.lower()
     result = CliRunner().invoke(app, ["sql", "SELECT nope FROM passages", "--store", str(tmp_path)])
     assert result.exit_code == 2 and "SQL error" in result.output
+    result = CliRunner().invoke(app, ["sql", f"COPY (SELECT 1) TO '{tmp_path / 'x.csv'}'", "--store", str(tmp_path)])
+    assert result.exit_code == 2 and "COPY statements are not allowed" in result.output and not (tmp_path / "x.csv").exists()
+
+
+def test_sql_help_lists_every_view():
+    from baleen_flows.cli import SQL_VIEWS
+    from baleen_schemas import ARTIFACTS
+
+    help_text = " ".join(CliRunner().invoke(app, ["sql", "--help"]).output.split())
+    assert len(SQL_VIEWS) == len(ARTIFACTS) + 2
+    assert all(view in help_text for view in SQL_VIEWS)
 
 
 def test_format_table_truncates_long_cells_and_rows():

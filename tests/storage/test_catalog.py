@@ -46,3 +46,48 @@ def test_catalog_is_read_only(store):
             con.execute("DROP VIEW passages")
     finally:
         con.close()
+
+
+def test_sql_cannot_write_nor_read_outside_the_store(store, tmp_path):
+    """Every statement kind that could touch something outside the catalog is refused, and no
+    file appears anywhere."""
+    from baleen_storage.catalog import ReadOnlyQueryError
+
+    _publish(store, "r1", 2)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.csv").write_text("a,b\n1,2\n")
+    inside = store.root / "artifacts" / "x.csv"
+    refused = {
+        "COPY out": f"COPY (SELECT 1) TO '{outside / 'x.csv'}'",
+        "COPY into the store": f"COPY (SELECT 1) TO '{inside}'",
+        "ATTACH": f"ATTACH '{outside / 'other.duckdb'}' AS other",
+        "INSTALL": "INSTALL httpfs",
+        "LOAD": "LOAD httpfs",
+        "SET": "SET enable_external_access = true",
+        "RESET": "RESET lock_configuration",
+        "CREATE": "CREATE TEMP TABLE t AS SELECT 1",
+        "EXPORT": f"EXPORT DATABASE '{outside / 'export'}'",
+        "PRAGMA": "PRAGMA enable_profiling",
+        "two statements": "SELECT 1; SELECT 2",
+    }
+    for name, sql in refused.items():
+        with pytest.raises(ReadOnlyQueryError):
+            query(store, sql)
+    # a query is allowed, but the files it may read are the store's artifacts and reports only
+    for sql in (f"SELECT * FROM read_csv('{outside / 'secret.csv'}')", "SELECT * FROM read_csv('/etc/passwd')",
+                f"SELECT * FROM read_parquet('{outside}/*.parquet')", "SELECT * FROM glob('/etc/*')", f"SELECT * FROM read_text('{store.root / 'catalog.sql'}')"):
+        with pytest.raises(duckdb.PermissionException):
+            query(store, sql)
+    assert query(store, f"SELECT count(*) AS n FROM read_parquet('{store.parquet_glob('passages')}')").to_pylist() == [{"n": 2}]
+    assert query(store, "EXPLAIN SELECT * FROM passages").num_rows >= 1
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.csv"] and not inside.exists()
+    # and a connection cannot be unlocked by hand either
+    con = connect_readonly(store)
+    try:
+        with pytest.raises(duckdb.Error):
+            con.execute("SET enable_external_access = true")
+        with pytest.raises(duckdb.Error):
+            con.execute(f"COPY (SELECT 1) TO '{outside / 'y.csv'}'")
+    finally:
+        con.close()
