@@ -202,6 +202,22 @@ def by_hop_count(items: Sequence[T], hops_of: Callable[[T], int]) -> list[tuple[
     return [(str(h), [item for item in items if hops_of(item) == h]) for h in counts] + [("all", list(items))]
 
 
+def paired_by_hop_count(
+    pairs: Sequence[tuple[Mapping, Mapping]], metrics: Sequence[str], samples: int = 1000, seed: int = 0
+) -> list[tuple[str, int, dict[str, PairedDifference | None]]]:
+    """Two systems' rows of the same claims, ``(a, b)`` pairs in the order given, compared per
+    hop count (``a``'s ``num_hops``) and overall: (hops, claims, {metric: a − b, or None where no
+    pair has both values})."""
+    out = []
+    for hops, chosen in by_hop_count(pairs, lambda pair: int(pair[0]["num_hops"])):
+        diffs: dict[str, PairedDifference | None] = {}
+        for metric in metrics:
+            both = [(a[metric], b[metric]) for a, b in chosen if a.get(metric) is not None and b.get(metric) is not None]
+            diffs[metric] = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed) if both else None
+        out.append((hops, len(chosen), diffs))
+    return out
+
+
 def summarize_metrics(rows: Sequence[Mapping], metrics: Sequence[str], samples: int = 1000, seed: int = 0) -> list[dict]:
     """Mean of each metric per hop count ("2", "3", "4") and over all claims ("all"), with its
     bootstrap 95% interval as ``<metric>_ci`` unless ``samples`` is 0; rows need ``num_hops``

@@ -20,26 +20,22 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from baleen_core.metrics import bootstrap_ci, by_hop_count, paired_difference
+from baleen_core.metrics import by_hop_count, paired_by_hop_count, summarize_metrics
 
 RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
 
 
-def _interval(values: Sequence[float], samples: int, seed: int) -> dict | None:
-    if not values:
-        return None
-    lo, hi = bootstrap_ci(values, samples, seed)
-    return {"mean": sum(values) / len(values), "lo": lo, "hi": hi}
-
-
 def system_results(rows: Sequence[Mapping], claims_per_s: float | None, samples: int = 1000, seed: int = 0) -> dict:
-    """One system's block: per hop count and overall, each metric's mean and interval."""
+    """One system's block: per hop count and overall, each metric's mean and interval
+    (:func:`~baleen_core.metrics.summarize_metrics`), the most final facts and the throughput."""
+    most_facts = {hops: max((int(r["final_facts"]) for r in chosen), default=0) for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"]))}
     out = {}
-    for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"])):
-        block: dict = {"claims": len(chosen), "max_final_facts": max((int(r["final_facts"]) for r in chosen), default=0), "claims_per_s": claims_per_s}
+    for summary in summarize_metrics(rows, RESULT_METRICS, samples, seed):
+        block: dict = {"claims": summary["claims"], "max_final_facts": most_facts[summary["hops"]], "claims_per_s": claims_per_s}
         for metric in RESULT_METRICS:
-            block[metric] = _interval([float(r[metric]) for r in chosen if r.get(metric) is not None], samples, seed)
-        out[hops] = block
+            ci = summary[f"{metric}_ci"]
+            block[metric] = None if ci is None else {"mean": summary[metric], "lo": ci[0], "hi": ci[1]}
+        out[summary["hops"]] = block
     return out
 
 
@@ -47,18 +43,10 @@ def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: i
     """``main`` minus ``other`` on the claims both verified, per hop count and overall."""
     theirs = {r["uid"]: r for r in other}
     pairs = [(r, theirs[r["uid"]]) for r in main if r["uid"] in theirs]
-    out = {}
-    for hops, chosen in by_hop_count(pairs, lambda pair: int(pair[0]["num_hops"])):
-        block = {}
-        for metric in RESULT_METRICS:
-            both = [(a[metric], b[metric]) for a, b in chosen if a.get(metric) is not None and b.get(metric) is not None]
-            if both:
-                diff = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed)
-                block[metric] = {"mean": diff.mean, "lo": diff.ci[0], "hi": diff.ci[1]}
-            else:
-                block[metric] = None
-        out[hops] = block
-    return out
+    return {
+        hops: {metric: None if diff is None else {"mean": diff.mean, "lo": diff.ci[0], "hi": diff.ci[1]} for metric, diff in diffs.items()}
+        for hops, _, diffs in paired_by_hop_count(pairs, RESULT_METRICS, samples, seed)
+    }
 
 
 def majority_class(rows: Sequence[Mapping]) -> float | None:

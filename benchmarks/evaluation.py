@@ -52,7 +52,6 @@ def main() -> None:
     from baleen_flows.ingest import ingest_flow
     from baleen_flows.training import training_flow
     from baleen_storage import ArtifactStore
-    from baleen_storage.catalog import query
 
     training_config = args.work / "training.yaml"
     if not training_config.exists():
@@ -70,25 +69,7 @@ def main() -> None:
     started = time.perf_counter()
     refs = evaluation_flow(str(config_path))
     wall = time.perf_counter() - started
-    evaluated = [ref.manifest for key, ref in refs.items() if key.endswith("/claim_metrics")]  # this flow's, reused or new
-    which = " OR ".join(f"(run = '{m.run_id}' AND producer = '{m.producer}')" for m in evaluated)
-    metrics = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_hops", "retrieval_at_100", "label_accuracy", "hover_score")
-    rows = query(
-        store,
-        "SELECT system, CASE WHEN GROUPING(num_hops) = 1 THEN 'all' ELSE num_hops::VARCHAR END AS hops, count(*) AS claims, "
-        + ", ".join(f"avg({m}) AS {m}" for m in metrics)
-        + f" FROM claim_metrics WHERE {which} GROUP BY GROUPING SETS ((system, num_hops), (system)) ORDER BY system, hops",
-    ).to_pylist()
-    print(f"\nevaluation flow wall time: {wall:.0f} s (systems already verified are reused)\n")
-    print("| system | hops | claims | passage EM | passage F1 | sentence EM | sentence F1 | gold read (all hops) | Retrieval@100 | label acc. | HoVer score |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['system']} | {r['hops']} | {r['claims']} | " + " | ".join(f"{r[m]:.3f}" for m in metrics) + " |")
-    print("\n| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|")
-    for key, ref in refs.items():
-        if key.endswith("/predictions"):
-            s = ref.manifest.stats
-            print(f"| {key.split('/')[0]} | {s['claims']} | {s['seconds']} | {s['claims_per_second']} | {s['device']} |")
+    print(f"\nevaluation flow wall time: {wall:.0f} s (systems already verified are reused)")
     report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)
     print(f"\nreport with bootstrap intervals, plots and HTML traces: {report}")
 

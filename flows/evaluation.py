@@ -15,8 +15,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig
-from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage import StoreError
+from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import calibrate_stage2, held_out_claims

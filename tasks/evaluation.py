@@ -22,7 +22,7 @@ from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import FUNNEL, by_hop_count, gold_funnel, paired_difference, score_claim, summarize_metrics
+from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -244,11 +244,9 @@ def difference_rows(metric_rows: Mapping[str, Sequence[dict]], main: str, sample
         if other == main:
             continue
         pairs = [(mine[r["uid"]], r) for r in rows if r["uid"] in mine]
-        for hops, chosen in by_hop_count(pairs, lambda pair: pair[0]["num_hops"]):
-            row: dict = {"system": f"{main} − {other}", "hops": hops, "claims": len(chosen)}
-            for metric in COMPARED:
-                both = [(a[metric], b[metric]) for a, b in chosen if a[metric] is not None and b[metric] is not None]
-                diff = paired_difference([x for x, _ in both], [y for _, y in both], samples, seed) if both else None
+        for hops, claims, diffs in paired_by_hop_count(pairs, COMPARED, samples, seed):
+            row: dict = {"system": f"{main} − {other}", "hops": hops, "claims": claims}
+            for metric, diff in diffs.items():
                 row[metric], row[f"{metric}_ci"], row[f"{metric}_p"] = (diff.mean, diff.ci, diff.p_not_greater) if diff else (None, None, None)
             out.append(row)
     return out

@@ -14,7 +14,6 @@ Centroid ids are uint16 when there are at most 65,536 centroids, else int32.
 from __future__ import annotations
 
 import functools
-
 import math
 from pathlib import Path
 

@@ -124,26 +124,32 @@ def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condense
     a wrong context fact, as it must in the engine. ``both`` (default) gives each hop after the
     first one example of each."""
     examples: list[Stage2Example] = []
+    ranked_with_gold: dict[tuple[str, int], list] = {}
     if config.context in ("gold", "both"):
         ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
-        examples += [_stage2_example(hop, hop.context, r, condenser, config.seed * 1_000_003 + i) for i, (hop, r) in enumerate(zip(hops, ranked, strict=True))]
+        for i, (hop, r) in enumerate(zip(hops, ranked, strict=True)):
+            ranked_with_gold[(hop.uid, hop.hop)] = r
+            examples.append(_stage2_example(hop, stage2_candidates(hop.context, r, condenser.top_facts), config.seed * 1_000_003 + i))
     if config.context in ("own", "both"):
         by_claim = _hops_by_claim(hops)
         own: dict[str, tuple[Sentence, ...]] = dict.fromkeys(by_claim, ())
         for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
             now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
-            ranked = condense_stage1(stage1, [hop.stage1_query(config.negative_passages, own[hop.uid]) for hop in now], condenser)
+            if h == 1 and ranked_with_gold and not any(hop.context for hop in now):  # both contexts empty: stage 1 already ranked this
+                ranked = [ranked_with_gold[(hop.uid, hop.hop)] for hop in now]
+            else:
+                ranked = condense_stage1(stage1, [hop.stage1_query(config.negative_passages, own[hop.uid]) for hop in now], condenser)
             for i, (hop, r) in enumerate(zip(now, ranked, strict=True)):
-                example = _stage2_example(hop, own[hop.uid], r, condenser, config.seed * 1_000_003 + 500_009 * h + i)
+                candidates = stage2_candidates(own[hop.uid], r, condenser.top_facts)
                 if h > 1 or config.context == "own":  # hop 1 has no context: the gold-context example already covers it
-                    examples.append(example)
-                own[hop.uid] = tuple(stage2_candidates(own[hop.uid], r, condenser.top_facts)[: condenser.max_kept])
+                    examples.append(_stage2_example(hop, list(candidates), config.seed * 1_000_003 + 500_009 * h + i))
+                own[hop.uid] = tuple(candidates[: condenser.max_kept])
     return examples
 
 
-def _stage2_example(hop: LabelledHop, context: Sequence[Sentence], ranked: Sequence, condenser: CondenserConfig, seed: int) -> Stage2Example:
-    """What stage 2 reads for ``hop`` given ``context``, shuffled so that position says nothing."""
-    candidates = stage2_candidates(context, ranked, condenser.top_facts)
+def _stage2_example(hop: LabelledHop, candidates: list[Sentence], seed: int) -> Stage2Example:
+    """``hop``'s stage-2 input (``candidates``, shuffled in place so that position says nothing)
+    with each fact labelled gold or not."""
     random.Random(seed).shuffle(candidates)
     return Stage2Example(hop.uid, hop.claim, tuple(s.fact for s in candidates), tuple(s.key in hop.gold for s in candidates))
 
