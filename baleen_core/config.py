@@ -8,13 +8,14 @@ here.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from baleen_core.runtime import baleen_home
 
@@ -211,16 +212,21 @@ class Stage1TrainingConfig(OptimizerConfig):
 
 
 class Stage2TrainingConfig(OptimizerConfig):
-    """Condenser stage 2 on the top stage-1 facts of each labelled hop (plus its context facts)."""
+    """Condenser stage 2 on the top stage-1 facts of each labelled hop (plus its context facts).
 
-    lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
+    Stage 2 must learn a joint judgement from few examples: at one epoch and 5e-5 its held-out loss
+    did not move on hover-mini; at 4 epochs and 1e-4 (214 training hops, 51 held-out *training*
+    hops) the held-out R-precision of gold facts rose from 0.26 to 0.50."""
+
+    epochs: int = Field(default=3, ge=1)
+    lr: float = Field(default=1e-4, gt=0, description="AdamW learning rate of the backbone.")
 
     bce_weight: float = Field(default=0.5, ge=0, le=1, description="Loss = w·BCE per fact + (1-w)·CE of each gold fact against the non-gold ones.")
     negative_passages: int = Field(default=8, ge=0, description="Hard-negative passages whose sentences compete in stage 1 (the engine reads 25-50 passages).")
     context: Literal["gold", "own", "both"] = Field(
         default="both", description="Context facts of a hop's example: the gold ones, the claim's own earlier picks (wrong ones included), or one example of each."
     )
-    validation_share: float = Field(default=0.05, ge=0, lt=1)
+    validation_share: float = Field(default=0.1, ge=0, lt=1, description="Share of training claims held out; the evaluation calibrates the stage-2 threshold on them.")
 
 
 class ReaderTrainingConfig(OptimizerConfig):
@@ -359,15 +365,50 @@ class BaleenConfig(_Strict):
 
     @classmethod
     def load(cls, path: Path | str | None) -> BaleenConfig:
-        """Load from a YAML or JSON file, or the defaults when ``path`` is None."""
+        """Load from a YAML or JSON file, or the defaults when ``path`` is None. Every problem is a
+        :class:`ConfigError` naming the file, the line or key, and the closest valid key."""
         if path is None:
             return cls()
         path = Path(path)
         try:
-            raw = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
+            text = path.read_text()
         except FileNotFoundError:
-            raise FileNotFoundError(f"config file {path} does not exist") from None
-        return cls.model_validate(raw or {})
+            raise ConfigError(f"config file {path} does not exist") from None
+        try:
+            raw = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+        except yaml.MarkedYAMLError as err:
+            mark = err.problem_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+            raise ConfigError(f"{path}: not valid YAML at {where}: {err.problem}") from None
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of settings, not a {type(raw).__name__}")
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as err:
+            raise ConfigError("; ".join(_explain(path, e) for e in err.errors())) from None
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file, the key and what to fix."""
+
+
+def _explain(path: Path, error: dict) -> str:
+    """One validation error as ``file: dotted.key: message``, with the closest valid key when the
+    key is unknown."""
+    location = [str(part) for part in error["loc"]]
+    key = ".".join(location) or "(top level)"
+    if error["type"] != "extra_forbidden":
+        return f"{path}: {key}: {error['msg']}"
+    model: type[BaseModel] | None = BaleenConfig
+    for part in location[:-1]:  # the section that holds the unknown key
+        annotation = model.model_fields[part].annotation if model is not None and part in model.model_fields else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    valid = list(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(location[-1], valid, n=1, cutoff=0.5)
+    hint = f" (did you mean '{close[0]}'?)" if close else (f" (valid keys: {', '.join(valid)})" if valid else "")
+    return f"{path}: {key}: unknown key{hint}"
 
 
 def demo_preset() -> BaleenConfig:

@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--condenser-hops", type=int, default=1000, help="labelled hops stage 1 and stage 2 train on (CPU budget); 0 = all")
     parser.add_argument("--reader-claims", type=int, default=500, help="training claims the reader trains on (CPU budget); 0 = all")
+    parser.add_argument("--reader-epochs", type=int, default=2)
+    parser.add_argument("--systems", default="baleen,bm25-multihop,single-hop", help="systems the evaluation will run (colbert-full among them trains a second FLIPR)")
     parser.add_argument("--negative-passages", type=int, default=1, help="hard-negative passages per hop the condensers read")
     args = parser.parse_args()
     if not args.hover_mini.is_dir():
@@ -65,8 +67,9 @@ def main() -> None:
         f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n"
         f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}}},\n"
         f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.03}},\n"
-        f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.03}},\n"
-        f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: 1, negative_passages: {args.negative_passages}, validation_share: 0.03}}}}\n"
+        f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.1}},\n"
+        f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, negative_passages: {args.negative_passages}, validation_share: 0.03}}}}\n"
+        f"evaluation: {{systems: [{args.systems}]}}\n"
     )
     store = ArtifactStore(work / "store")
     if not store.refs("flipr_index", "index"):
