@@ -27,13 +27,14 @@ apply_runtime_defaults()
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="openbaleen: trainable, orchestrated Baleen for HoVer claim verification.",
+    pretty_exceptions_enable=False,  # main() prints one line; --debug gives the plain traceback
+    help="openbaleen: trainable, orchestrated Baleen for HoVer claim verification. Add --debug to any command for full tracebacks.",
 )
 
 StoreOption = Annotated[
     Optional[Path], typer.Option("--store", help="Artifact store root (default: $BALEEN_STORE or ./.baleen/store).")
 ]
-ConfigOption = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML/JSON config file (see README).")]
+ConfigOption = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML/JSON config file (docs/configuration.md); validated before any flow starts.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Recompute even when inputs are unchanged.")]
 DatasetArg = Annotated[Path, typer.Argument(help="Dataset directory in hover-mini layout (wiki/, *.jsonl.gz, claims_*.json).")]
 
@@ -49,7 +50,15 @@ def _use_store(store: Optional[Path]) -> None:
 
 
 def _config_arg(config: Optional[Path]) -> Optional[str]:
-    return str(config.expanduser().resolve()) if config else None
+    """The config file's absolute path, validated here so that a typo fails before any flow run
+    starts (a :class:`ConfigError` naming the file, the key and the closest valid key)."""
+    if not config:
+        return None
+    from baleen_core.config import BaleenConfig
+
+    path = config.expanduser().resolve()
+    BaleenConfig.load(path)
+    return str(path)
 
 
 def _report(refs: dict) -> None:
@@ -389,8 +398,23 @@ def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_w
     return "\n".join(out)
 
 
-def main() -> None:
-    app()
+DEBUG_FLAG = "--debug"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run a command. An error prints one ``error: ...`` line and a hint and exits 1; with
+    ``--debug`` (anywhere on the line) it raises with its full traceback instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in args
+    try:  # usage errors and typer.Exit end here as SystemExit, with typer's own message
+        app(args=[a for a in args if a != DEBUG_FLAG], prog_name="baleen")
+    except Exception as err:
+        if debug:
+            raise
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        typer.echo(f"error: {message}", err=True)
+        typer.echo(f"  (run again with {DEBUG_FLAG} for the traceback; a flow run's log in the Prefect UI has it too)", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

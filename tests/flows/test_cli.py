@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
+from baleen_core.config import ConfigError
 from baleen_flows.cli import app, format_table
 from baleen_storage import ArtifactStore
 
@@ -53,3 +56,19 @@ def test_sql_help_lists_every_view():
 def test_format_table_truncates_long_cells_and_rows():
     text = format_table(["a"], [["x" * 100], ["y"], ["z"]], max_rows=2, max_width=10)
     assert "xxxxxxxxx…" in text and "(3 rows, 1 not shown)" in text
+
+
+def test_a_bad_config_fails_in_one_line_before_any_flow_starts(tmp_path, capsys):
+    from baleen_flows.cli import main
+
+    config = tmp_path / "run.yaml"
+    config.write_text("corpus:\n  batch_passage: 3\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["corpus", str(tmp_path / "no-such-dataset"), "--config", str(config), "--store", str(tmp_path / "store")])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == f"error: {config}: corpus.batch_passage: unknown key (did you mean 'batch_passages'?)"
+    assert len(err) == 2 and "--debug" in err[1]
+    assert not (tmp_path / "store").exists()  # nothing ran
+    with pytest.raises(ConfigError):  # --debug: the exception itself, with its traceback
+        main(["corpus", str(tmp_path / "no-such-dataset"), "--config", str(config), "--debug"])

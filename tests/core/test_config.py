@@ -1,0 +1,40 @@
+"""Config files: every problem names the file, the line or key, and the closest valid key."""
+
+from __future__ import annotations
+
+import pytest
+
+from baleen_core.config import BaleenConfig, ConfigError
+
+
+def _load_error(tmp_path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        BaleenConfig.load(path)
+    return str(err.value)
+
+
+def test_unknown_keys_name_the_file_the_key_and_the_closest_valid_one(tmp_path):
+    message = _load_error(tmp_path, "run.yaml", "corpus:\n  batch_passage: 3\ntraining:\n  stage2: {epoch: 2}\n")
+    assert f"{tmp_path / 'run.yaml'}: corpus.batch_passage: unknown key (did you mean 'batch_passages'?)" in message
+    assert "training.stage2.epoch: unknown key (did you mean 'epochs'?)" in message
+
+
+def test_an_unknown_key_with_nothing_close_lists_the_valid_ones(tmp_path):
+    message = _load_error(tmp_path, "run.yaml", "labels: {zzz: 1}\n")
+    assert "labels.zzz: unknown key (valid keys: rounds," in message
+
+
+def test_bad_values_and_bad_syntax_say_where(tmp_path):
+    assert "run.yaml: labels.rounds: Input should be greater than or equal to 1" in _load_error(tmp_path, "run.yaml", "labels: {rounds: 0}\n")
+    assert "bad.yaml: not valid YAML at line 3, column 2" in _load_error(tmp_path, "bad.yaml", "corpus:\n  - a\n b: [\n")
+    assert "bad.json: not valid JSON at line 1, column 2" in _load_error(tmp_path, "bad.json", "{x}")
+    assert "the top level must be a mapping" in _load_error(tmp_path, "list.yaml", "- 1\n")
+    assert "does not exist" in str(pytest.raises(ConfigError, BaleenConfig.load, tmp_path / "missing.yaml").value)
+
+
+def test_an_empty_file_means_the_defaults(tmp_path):
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert BaleenConfig.load(path) == BaleenConfig()
