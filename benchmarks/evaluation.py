@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's working directory (created when missing)")
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
-    parser.add_argument("--systems", default=None, help="comma-separated systems (default: all)")
+    parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
     args = parser.parse_args()
     if not args.hover_mini.is_dir():
@@ -62,9 +62,13 @@ def main() -> None:
         index_flow(str(training_config), ingested["corpus/passages"].manifest.run_id)
         training_flow(str(training_config))
     config_path = args.work / "evaluation.yaml"
-    systems = f", systems: [{args.systems}]" if args.systems else ""
-    max_claims = f", max_claims: {args.max_claims}" if args.max_claims else ""
-    config_path.write_text(training_config.read_text() + f"evaluation: {{split: dev{systems}{max_claims}}}\n")
+    settings = yaml.safe_load(training_config.read_text())  # its evaluation.systems decided what was trained
+    evaluation = {**settings.get("evaluation", {}), "split": "dev"}
+    if args.systems:
+        evaluation["systems"] = args.systems.split(",")
+    if args.max_claims:
+        evaluation["max_claims"] = args.max_claims
+    config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
 
     started = time.perf_counter()
     refs = evaluation_flow(str(config_path))
