@@ -19,7 +19,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import faiss
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from baleen_core.retrieval.codec import ResidualCodec
 
@@ -166,3 +169,79 @@ class FliprIndex:
         starts = self.ivf_offsets[centroids]
         flat, owner = ragged_gather(starts, self.ivf_offsets[centroids + 1] - starts)
         return self.ivf_docs[flat], owner
+
+
+def ragged_gather_tensor(starts: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`ragged_gather` in torch, on the tensors' device."""
+    lens = lens.long()
+    owner = torch.repeat_interleave(torch.arange(len(lens), device=lens.device), lens)
+    first = torch.cumsum(lens, 0) - lens
+    within = torch.arange(owner.numel(), device=lens.device) - first[owner]
+    return starts.long()[owner] + within, owner
+
+
+class IndexTensors:
+    """What search reads of a :class:`FliprIndex`, as torch tensors on one device: centroids,
+    inverted lists, token offsets, token storage and the PQ decoding table. On the CPU they share
+    the index's memory; on a GPU they are copied there once, so probing, candidate generation,
+    decompression and MaxSim all run on the GPU (faiss-gpu is not needed)."""
+
+    def __init__(self, index: FliprIndex, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        on_gpu = self.device.type != "cpu"
+
+        def put(array: np.ndarray, gpu_dtype: torch.dtype | None = None) -> torch.Tensor:
+            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            if on_gpu and gpu_dtype is not None:  # CUDA kernels index with int32/int64 only
+                tensor = tensor.to(gpu_dtype)
+            return tensor.to(self.device)
+
+        codec = index.codec
+        self.centroids = put(codec.centroids.astype(np.float32, copy=False))
+        self.ivf_offsets = put(index.ivf_offsets.astype(np.int64, copy=False))
+        self.ivf_docs = put(index.ivf_docs)
+        self.token_offsets = put(index.token_offsets)
+        self.doclens = put(index.doclens.astype(np.int64, copy=False))
+        self.pids = put(index.pids)
+        self.dense: torch.Tensor | None = None
+        self.codes: torch.Tensor | None = None
+        self.payload: torch.Tensor | None = None
+        self.pq_table: torch.Tensor | None = None
+        if index._dense is not None:
+            self.dense = put(index._dense)
+        elif index.fp16 is not None:
+            self.dense = put(index.fp16)
+        elif codec.pq is None:  # the fp16 codec stores the embeddings themselves
+            self.dense = put(index.payload)
+        else:
+            pq = codec.pq
+            self.codes = put(index.codes, torch.int32)
+            self.payload = put(index.payload)
+            self.pq_table = put(faiss.vector_to_array(pq.centroids).reshape(pq.M, pq.ksub, pq.dsub))
+
+    @property
+    def n_centroids(self) -> int:
+        return self.centroids.shape[0]
+
+    def probe(self, vectors: torch.Tensor, nprobe: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`ResidualCodec.probe`: the ``nprobe`` nearest centroids of each vector, best first."""
+        return torch.topk(vectors @ self.centroids.T, min(nprobe, self.n_centroids), dim=1)
+
+    def postings(self, centroids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`FliprIndex.postings`."""
+        starts = self.ivf_offsets[centroids]
+        flat, owner = ragged_gather_tensor(starts, self.ivf_offsets[centroids + 1] - starts)
+        return self.ivf_docs[flat].long(), owner
+
+    def token_range(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`FliprIndex.token_range`."""
+        return ragged_gather_tensor(self.token_offsets[positions], self.doclens[positions])
+
+    def embeddings(self, token_idx: torch.Tensor) -> torch.Tensor:
+        """As :meth:`FliprIndex.embeddings`: float32 unit vectors, decompressed on this device."""
+        if self.dense is not None:
+            return self.dense[token_idx].float()
+        codes, payload = self.codes[token_idx].long(), self.payload[token_idx].long()  # [T], [T, M]
+        subvectors = torch.arange(payload.shape[1], device=self.device)
+        residuals = self.pq_table[subvectors[None, :], payload].reshape(len(token_idx), -1)  # [T, M, dsub] -> [T, dim]
+        return F.normalize(self.centroids[codes] + residuals, dim=1)

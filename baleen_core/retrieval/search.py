@@ -1,7 +1,7 @@
 """FLIPR search over an index: candidate generation, approximate pruning, exact re-ranking.
 
-1. **Probe.** Every valid query position finds its ``nprobe`` nearest centroids (faiss); the
-   passages listed under them are the candidates.
+1. **Probe.** Every valid query position finds its ``nprobe`` nearest centroids; the passages
+   listed under them are the candidates.
 2. **Prune.** Each candidate gets an approximate FLIPR score in which a query position's MaxSim is
    the best centroid score among the probed centroids that hold one of the passage's tokens, and,
    where none does, the position's lowest probed centroid score (an upper-bound style estimate, as
@@ -10,6 +10,9 @@
 
 :meth:`FliprSearcher.exhaustive` scores every passage with exact FLIPR: the reference that the
 index is measured against.
+
+Every step runs in torch on the searcher's device (the encoder's, by default): on a GPU the index
+is copied there once (:class:`IndexTensors`) and nothing but the final hits comes back.
 """
 
 from __future__ import annotations
@@ -17,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from baleen_core.retrieval.index import FliprIndex
+from baleen_core.retrieval.index import FliprIndex, IndexTensors
 from baleen_core.retrieval.modeling import Flipr
 from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, maxsim_packed
 
@@ -45,18 +47,30 @@ class TokenMatch:
 
 
 class FliprSearcher:
-    def __init__(self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512, full_interaction: bool = False) -> None:
+    def __init__(
+        self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512, full_interaction: bool = False, device: torch.device | str | None = None
+    ) -> None:
         """``full_interaction`` sums every query position's MaxSim (ColBERT) instead of FLIPR's
-        top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring."""
+        top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring. ``device``:
+        where search runs (default: the encoder's device)."""
         if index.codec.dim != flipr.dim:
             raise ValueError(f"the index holds {index.codec.dim}-d embeddings but the encoder makes {flipr.dim}-d ones")
         self.flipr = flipr
         self.index = index
         self.nprobe = nprobe
         self.ncandidates = ncandidates
+        self.device = torch.device(device) if device is not None else flipr.device
+        self._tensors: IndexTensors | None = None
         cfg = flipr.config
         self.k_claim, self.k_context = (None, None) if full_interaction else (cfg.k_claim, cfg.k_context)
         self._last_query: tuple[tuple, torch.Tensor, int] | None = None
+
+    @property
+    def tensors(self) -> IndexTensors:
+        """The index on the search device, made on first use (after any ``index.materialize()``)."""
+        if self._tensors is None:
+            self._tensors = IndexTensors(self.index, self.device)
+        return self._tensors
 
     # ---- public API ----------------------------------------------------------------------------
     def search(
@@ -102,7 +116,7 @@ class FliprSearcher:
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """Exact FLIPR scores of the given passages (from the index's stored tokens)."""
         query, n_claim = self._encode_one(claim, context)
-        positions = np.array([self.index.position_of_pid[int(p)] for p in pids], dtype=np.int64)
+        positions = torch.tensor([self.index.position_of_pid[int(p)] for p in pids], dtype=torch.long, device=self.device)
         return self.score_positions(query, n_claim, positions).tolist()
 
     def _encode_one(self, claim: str, context: Sequence[str]) -> tuple[torch.Tensor, int]:
@@ -119,39 +133,36 @@ class FliprSearcher:
         return [method(queries[i, :n], n_claim, k, exclude[i] if exclude else ()) for i, n in enumerate(lengths)]
 
     def encode(self, claims: Sequence[str], contexts: Sequence[Sequence[str]] | None = None) -> tuple[torch.Tensor, list[int], int]:
-        """Query embeddings on the CPU, the number of valid positions of each, and ``n_claim``.
-        Valid positions are always a prefix (claim positions, then the real context tokens)."""
+        """Query embeddings (float32, on the search device), the number of valid positions of
+        each, and ``n_claim``. Valid positions are always a prefix (claim positions, then the real
+        context tokens)."""
         embs, batch = self.flipr.encode_queries(claims, contexts)
-        return embs.cpu(), batch.score_mask.sum(dim=1).tolist(), batch.n_claim
+        return embs.float().to(self.device), batch.score_mask.sum(dim=1).tolist(), batch.n_claim
 
     # ---- indexed search ------------------------------------------------------------------------
-    def candidates(self, query: torch.Tensor, n_claim: int, exclude: Collection[int] = ()) -> np.ndarray:
+    def candidates(self, query: torch.Tensor, n_claim: int, exclude: Collection[int] = ()) -> torch.Tensor:
         """Passage positions worth an exact score, best approximate score first."""
-        index = self.index
-        probe_scores, probe_ids = index.codec.probe(query.numpy(), self.nprobe)  # [L, nprobe]
-        docs, owner = index.postings(probe_ids.ravel())
-        if len(docs) == 0:
-            return np.zeros(0, dtype=np.int64)
-        unique_docs, doc_row = np.unique(docs, return_inverse=True)
+        index = self.tensors
+        probe_scores, probe_ids = index.probe(query, self.nprobe)  # [L, nprobe]
+        docs, owner = index.postings(probe_ids.reshape(-1))
+        if docs.numel() == 0:
+            return torch.zeros(0, dtype=torch.long, device=self.device)
+        unique_docs, doc_row = torch.unique(docs, return_inverse=True)
         n_positions = query.shape[0]
         position = owner // probe_ids.shape[1]  # postings come in (position, probe) order
-        approx = torch.from_numpy(np.repeat(probe_scores[:, -1][None, :], len(unique_docs), axis=0))
-        flat = torch.from_numpy(doc_row * n_positions + position)
-        approx = approx.view(-1).scatter_reduce(0, flat, torch.from_numpy(probe_scores.ravel()[owner]), "amax").view(len(unique_docs), n_positions)
-        scores = flipr_aggregate(approx, torch.ones(n_positions, dtype=torch.bool), n_claim, self.k_claim, self.k_context)
+        approx = probe_scores[:, -1][None, :].expand(len(unique_docs), n_positions).reshape(-1)
+        approx = approx.scatter_reduce(0, doc_row * n_positions + position, probe_scores.reshape(-1)[owner], "amax").view(len(unique_docs), n_positions)
+        scores = flipr_aggregate(approx, torch.ones(n_positions, dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
         if exclude:
-            excluded = np.isin(index.pids[unique_docs], np.fromiter(exclude, dtype=np.int64))
-            scores[torch.from_numpy(excluded)] = float("-inf")
-        take = min(self.ncandidates, len(unique_docs))
-        top = torch.topk(scores, take).indices.numpy()
-        return unique_docs[top][np.isfinite(scores.numpy()[top])]
+            scores[self._excluded(index.pids[unique_docs], exclude)] = float("-inf")
+        values, top = torch.topk(scores, min(self.ncandidates, len(unique_docs)))
+        return unique_docs[top][torch.isfinite(values)]
 
-    def score_positions(self, query: torch.Tensor, n_claim: int, positions: np.ndarray) -> torch.Tensor:
+    def score_positions(self, query: torch.Tensor, n_claim: int, positions: torch.Tensor) -> torch.Tensor:
         """Exact FLIPR of the query against the passages at ``positions``."""
-        tokens, owner = self.index.token_range(positions)
-        embs = torch.from_numpy(self.index.embeddings(tokens))
-        sims = maxsim_packed(query, embs, torch.from_numpy(owner), len(positions))
-        return flipr_aggregate(sims, torch.ones(query.shape[0], dtype=torch.bool), n_claim, self.k_claim, self.k_context)
+        tokens, owner = self.tensors.token_range(positions)
+        sims = maxsim_packed(query, self.tensors.embeddings(tokens), owner, len(positions))
+        return flipr_aggregate(sims, torch.ones(query.shape[0], dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
 
     def search_encoded(self, query: torch.Tensor, n_claim: int, k: int, exclude: Collection[int] = ()) -> list[Hit]:
         positions = self.candidates(query, n_claim, exclude)
@@ -160,18 +171,22 @@ class FliprSearcher:
         return self._top(positions, self.score_positions(query, n_claim, positions), k)
 
     def exhaustive_encoded(self, query: torch.Tensor, n_claim: int, k: int, exclude: Collection[int] = (), chunk: int = 4_096) -> list[Hit]:
-        index = self.index
-        scores = torch.empty(index.n_passages)
-        for start in range(0, index.n_passages, chunk):
-            positions = np.arange(start, min(start + chunk, index.n_passages))
+        n_passages = self.index.n_passages
+        scores = torch.empty(n_passages, device=self.device)
+        for start in range(0, n_passages, chunk):
+            positions = torch.arange(start, min(start + chunk, n_passages), device=self.device)
             scores[start : start + len(positions)] = self.score_positions(query, n_claim, positions)
         if exclude:
-            scores[torch.from_numpy(np.isin(index.pids, np.fromiter(exclude, dtype=np.int64)))] = float("-inf")
-        return self._top(np.arange(index.n_passages), scores, k)
+            scores[self._excluded(self.tensors.pids, exclude)] = float("-inf")
+        return self._top(torch.arange(n_passages, device=self.device), scores, k)
 
-    def _top(self, positions: np.ndarray, scores: torch.Tensor, k: int) -> list[Hit]:
+    def _excluded(self, pids: torch.Tensor, exclude: Collection[int]) -> torch.Tensor:
+        return torch.isin(pids, torch.tensor(sorted(exclude), dtype=pids.dtype, device=self.device))
+
+    def _top(self, positions: torch.Tensor, scores: torch.Tensor, k: int) -> list[Hit]:
         values, order = torch.topk(scores, min(k, len(positions)))
-        return [Hit(int(self.index.pids[positions[i]]), float(v)) for v, i in zip(values.tolist(), order.tolist(), strict=True) if v != float("-inf")]
+        pids = self.tensors.pids[positions[order]].tolist()
+        return [Hit(int(pid), float(v)) for pid, v in zip(pids, values.tolist(), strict=True) if v != float("-inf")]
 
     # ---- explanations --------------------------------------------------------------------------
     def explain(self, claim: str, context: Sequence[str], passage: str) -> tuple[float, list[TokenMatch]]:

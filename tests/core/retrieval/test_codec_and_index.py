@@ -88,3 +88,40 @@ def test_sizing_rules():
     assert codec_sample_size(980) == 980 and codec_sample_size(31_235) == 7_744
     assert choose_n_centroids(60_000, 60_000) == 512  # 4·√T = 980 → 512
     assert choose_n_centroids(10_000, 10**9) == 128  # capped by 40 training tokens per centroid
+
+
+def _index_of(vectors: np.ndarray, kind: str, doclens: np.ndarray):
+    from baleen_core.retrieval.index import FliprIndex
+
+    codec = ResidualCodec.train(vectors, 64, kind=kind, pq_subvectors=8, iterations=8)
+    codes, payload = codec.compress(vectors)
+    offsets, docs = build_ivf(codes, doclens, codec.n_centroids)
+    return FliprIndex(codec, np.arange(len(doclens), dtype=np.int64) * 7, doclens, codes, payload, offsets, docs)
+
+
+@pytest.mark.parametrize("kind", ["pq", "fp16"])
+def test_index_tensors_read_what_the_numpy_index_reads(vectors, kind):
+    # The torch view that search runs on (on the CPU here, on the GPU there) must decompress,
+    # probe, list and gather exactly as the numpy/faiss index does.
+    import torch
+
+    from baleen_core.retrieval.index import IndexTensors
+
+    cuts = np.sort(np.random.default_rng(1).choice(np.arange(1, len(vectors)), 299, replace=False))
+    doclens = np.diff(np.concatenate([[0], cuts, [len(vectors)]]))  # 300 passages over every token
+    index = _index_of(vectors, kind, doclens)
+    tensors = IndexTensors(index, "cpu")
+    tokens = np.random.default_rng(2).integers(0, len(vectors), size=500)
+    np.testing.assert_allclose(tensors.embeddings(torch.from_numpy(tokens)).numpy(), index.embeddings(tokens), atol=1e-5)
+    scores, ids = tensors.probe(torch.from_numpy(vectors[:50]), 4)
+    faiss_scores, faiss_ids = index.codec.probe(vectors[:50], 4)
+    np.testing.assert_allclose(scores.numpy(), faiss_scores, atol=1e-5)
+    assert (ids.numpy() == faiss_ids).mean() > 0.99  # ties may order differently
+    centroids = np.array([0, 5, 63, 5], dtype=np.int64)
+    docs, owner = tensors.postings(torch.from_numpy(centroids))
+    want_docs, want_owner = index.postings(centroids)
+    assert docs.tolist() == want_docs.tolist() and owner.tolist() == want_owner.tolist()
+    positions = np.array([3, 0, 299, 17])
+    got, got_owner = tensors.token_range(torch.from_numpy(positions))
+    want, want_owner = index.token_range(positions)
+    assert got.tolist() == want.tolist() and got_owner.tolist() == want_owner.tolist()

@@ -1,0 +1,55 @@
+"""The GPU path (run with ``-m gpu`` on a machine with CUDA): encoding and search on the GPU
+give what the CPU gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from baleen_core.config import RetrieverConfig
+from baleen_core.retrieval import Flipr, FliprSearcher, passage_text
+from baleen_core.retrieval.index import IndexTensors
+
+from test_search import CLAIM, corpus, make_index  # noqa: F401 (corpus: a fixture)
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+@pytest.fixture(scope="module")
+def cuda_flipr():
+    return Flipr.load(RetrieverConfig(device="cuda", query_maxlen=32, context_maxlen=24))
+
+
+def test_cuda_encoding_equals_cpu_encoding(flipr, cuda_flipr, passages):
+    texts = [passage_text(t, x) for t, x in passages]
+    cpu_docs = flipr.encode_doc_batch(flipr.tokenizer.docs(texts))
+    gpu_docs = cuda_flipr.encode_doc_batch(cuda_flipr.tokenizer.docs(texts)).float().cpu()
+    torch.testing.assert_close(gpu_docs, cpu_docs, atol=2e-2, rtol=0)  # fp16 autocast on the GPU
+    cpu_q, _ = flipr.encode_queries([CLAIM], [["Glass Harbour is a 2014 thriller film."]])
+    gpu_q, _ = cuda_flipr.encode_queries([CLAIM], [["Glass Harbour is a 2014 thriller film."]])
+    torch.testing.assert_close(gpu_q.float().cpu(), cpu_q, atol=2e-2, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["pq", "fp16"])
+def test_gpu_search_equals_cpu_search(flipr, corpus, kind):
+    index = make_index(flipr, corpus, kind=kind)
+    on_cpu = FliprSearcher(flipr, index, nprobe=2, ncandidates=16, device="cpu")
+    on_gpu = FliprSearcher(flipr, index, nprobe=2, ncandidates=16, device="cuda")
+    claims = [CLAIM, "A band from Leeds released a debut album."]
+    contexts = [["Glass Harbour is a 2014 thriller film directed by Oren Vask."], []]
+    for cpu_hits, gpu_hits in zip(on_cpu.search(claims, contexts, k=10), on_gpu.search(claims, contexts, k=10), strict=True):
+        assert [h.pid for h in gpu_hits] == [h.pid for h in cpu_hits]
+        np.testing.assert_allclose([h.score for h in gpu_hits], [h.score for h in cpu_hits], atol=1e-3)
+    excluded = {on_cpu.search([CLAIM], k=1)[0][0].pid}
+    gpu_hits = on_gpu.search([CLAIM], k=5, exclude=[excluded])[0]
+    assert [h.pid for h in gpu_hits] == [h.pid for h in on_cpu.search([CLAIM], k=5, exclude=[excluded])[0]]
+    assert excluded.isdisjoint(h.pid for h in gpu_hits)
+
+
+def test_index_tensors_decompress_on_the_gpu_as_on_the_cpu(flipr, corpus):
+    index = make_index(flipr, corpus, kind="pq")
+    tokens = torch.arange(index.n_tokens)
+    cpu = IndexTensors(index, "cpu").embeddings(tokens)
+    gpu = IndexTensors(index, "cuda").embeddings(tokens.cuda()).cpu()
+    torch.testing.assert_close(gpu, cpu, atol=1e-5, rtol=0)
