@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -73,15 +74,46 @@ def _report(refs: dict) -> None:
     typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
 
 
+SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_100": "Retrieval@100", "label_accuracy": "label acc"}
+
+
+def _results_summary(refs: dict, seconds: float) -> None:
+    """The last thing a run prints: each system's mean metrics over the evaluated claims, and
+    where the report, its plots and the traces are."""
+    from baleen_core.config import default_store_root
+    from baleen_storage import ArtifactStore
+
+    store = ArtifactStore(default_store_root())
+    evaluated = {key.split("/")[1]: ref for key, ref in refs.items() if key.startswith("evaluation/") and key.endswith("/claim_metrics")}
+    if not evaluated:
+        return
+    lines = []
+    for system, ref in evaluated.items():
+        rows = store.read_table(ref, list(SUMMARY_METRICS)).to_pylist()
+        means = [sum(r[m] or 0.0 for r in rows) / len(rows) for m in SUMMARY_METRICS]
+        lines.append(f"  {system:<15}" + "".join(f"{v:>15.3f}" for v in means))
+    claims = len(rows)
+    report_dir = store.report_path(next(iter(evaluated.values())).manifest.run_id, "evaluation")
+    traces = sorted((report_dir / "traces").glob("*.html"))
+    typer.echo(f"\nResults on {claims} dev claims, mean per claim (intervals and the breakdown by hop count are in the report):")
+    typer.echo(f"  {'system':<15}" + "".join(f"{label:>15}" for label in SUMMARY_METRICS.values()))
+    typer.echo("\n".join(lines))
+    typer.echo(f"Report: {report_dir / 'report.md'}  (plots beside it: {', '.join(p.name for p in sorted(report_dir.glob('*.png')))})")
+    if traces:
+        typer.echo(f"Traces of the worst claims: {report_dir / 'traces'}  ({len(traces)} HTML files, e.g. {traces[0].name})")
+    typer.echo(f"Finished in {seconds / 60:.1f} min.")
+
+
 @app.command()
 def demo(store: StoreOption = None, config: ConfigOption = None, data_dir: Annotated[Optional[Path], typer.Option(help="Where to write the demo dataset.")] = None, force: ForceOption = False) -> None:
     """Generate the embedded demo world and run the pipeline on it."""
     _use_store(store)
     from baleen_flows.pipeline import demo_flow
 
+    started = time.perf_counter()
     refs = demo_flow(_config_arg(config), str(data_dir.resolve()) if data_dir else None, force)
     _report(refs)
-    _print_table(_query(SAMPLE_QUERY), "table")
+    _results_summary(refs, time.perf_counter() - started)
 
 
 @app.command()
@@ -90,7 +122,10 @@ def pipeline(dataset: DatasetArg, store: StoreOption = None, config: ConfigOptio
     _use_store(store)
     from baleen_flows.pipeline import pipeline_flow
 
-    _report(pipeline_flow(str(dataset.resolve()), _config_arg(config), force))
+    started = time.perf_counter()
+    refs = pipeline_flow(str(dataset.resolve()), _config_arg(config), force)
+    _report(refs)
+    _results_summary(refs, time.perf_counter() - started)
 
 
 @app.command()

@@ -316,22 +316,38 @@ def _pyplot():
     return plt
 
 
+def plotted_metrics(summary: Sequence[dict]) -> list[str]:
+    """The metrics worth a panel: those some system scores above 0 on (an all-zero panel shows nothing)."""
+    return [m for m in METRICS if any((r[m] or 0.0) > 0 for r in summary)]
+
+
 def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
-    """One panel per metric: grouped bars (systems) per hop count, with the 95% intervals."""
+    """One panel per metric that is not zero everywhere: grouped bars (systems) per hop count,
+    with the 95% intervals."""
     plt = _pyplot()
     systems = list(dict.fromkeys(r["system"] for r in summary))
     groups = list(dict.fromkeys(r["hops"] for r in summary))
-    fig, axes = plt.subplots(2, 4, figsize=(15, 6.5), sharey=True)
+    metrics = plotted_metrics(summary) or list(METRICS[:1])
+    columns = min(4, len(metrics))
+    rows_of_panels = -(-len(metrics) // columns)
+    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(3.75 * columns, 3.3 * rows_of_panels), sharey=True, squeeze=False)
+    for ax in axes.ravel()[len(metrics) :]:
+        ax.remove()
     width = 0.8 / len(systems)
-    for ax, metric in zip(axes.ravel(), METRICS, strict=True):
+    for ax, metric in zip(axes.ravel(), metrics, strict=False):
         for i, system in enumerate(systems):
             rows = {r["hops"]: r for r in summary if r["system"] == system}
             xs = [g + (i - (len(systems) - 1) / 2) * width for g in range(len(groups))]
             values = [rows[g][metric] or 0.0 for g in groups]
-            errors = [[v - (rows[g][f"{metric}_ci"] or (v, v))[0] for v, g in zip(values, groups)], [(rows[g][f"{metric}_ci"] or (v, v))[1] - v for v, g in zip(values, groups)]]
+            intervals = [rows[g][f"{metric}_ci"] or (v, v) for v, g in zip(values, groups, strict=True)]
+            errors = [[max(0.0, v - lo) for v, (lo, _) in zip(values, intervals, strict=True)], [max(0.0, hi - v) for v, (_, hi) in zip(values, intervals, strict=True)]]
             ax.bar(xs, values, width, yerr=errors, capsize=2, label=system)
-        ax.set(title=metric, xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1))
+        # a little headroom above 1 keeps the caps of intervals that reach 1 inside the axes
+        ax.set(title=metric, xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1.08))
     axes.ravel()[0].legend(fontsize=8)
+    left_out = [m for m in METRICS if m not in metrics]
+    if left_out:
+        fig.text(0.01, 0.005, "0 for every system, not drawn: " + ", ".join(left_out), fontsize=8, color="#555555")
     return _png(fig)
 
 

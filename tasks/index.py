@@ -48,8 +48,12 @@ def _texts(table) -> list[str]:
     return [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
 
 
-def _use_gpu(flipr: Flipr) -> bool:
-    return flipr.device.type == "cuda" and faiss_gpu_available()
+def _codec_placement(flipr: Flipr) -> dict:
+    """Where k-means and nearest-centroid search run: faiss-gpu when the encoder is on a GPU and
+    faiss-gpu works there, torch on that GPU when it does not, faiss on the CPU otherwise."""
+    if flipr.device.type != "cuda":
+        return {"use_gpu": False, "device": None}
+    return {"use_gpu": True, "device": None} if faiss_gpu_available() else {"use_gpu": False, "device": flipr.device}
 
 
 @task(name="plan-shards")
@@ -83,7 +87,7 @@ def train_index_codec(
     flipr = Flipr.load(retriever)
     started = time.perf_counter()
     with Progress(len(texts), "codec: encode sample", unit="passage") as progress:
-        codec = train_codec(flipr, texts, len(pids), config, _use_gpu(flipr), on_batch=progress.update)
+        codec = train_codec(flipr, texts, len(pids), config, on_batch=progress.update, **_codec_placement(flipr))
     meta = dict(run_id=run_id, producer=index_producer(tag), fingerprint=fp, inputs={"passages": passages.fingerprint}, params=params, flow_run=flow_run_info())
     with store.file_writer("flipr_codec", **meta) as writer:
         codec.save(writer.dir)
@@ -124,7 +128,7 @@ def encode_index_shard(
     if table.num_rows != shard.n_passages:
         raise RuntimeError(f"shard {shard.number}: expected {shard.n_passages} passages, the corpus has {table.num_rows}")
     flipr = Flipr.load(retriever)
-    codec = ResidualCodec.load(codec_ref.path, use_gpu=_use_gpu(flipr))
+    codec = ResidualCodec.load(codec_ref.path, **_codec_placement(flipr))
     started = time.perf_counter()
     with Progress(table.num_rows, f"encode shard {shard.number}", unit="passage") as progress:
         encoded = encode_shard(flipr, codec, table.column("pid").to_numpy(), _texts(table), config, on_batch=progress.update)

@@ -37,8 +37,10 @@ def train_codec(
     config: IndexConfig,
     use_gpu: bool,
     on_batch: Callable[[int], None] | None = None,
+    device=None,
 ) -> ResidualCodec:
-    """Encode a sample of passages and train the codec on their tokens."""
+    """Encode a sample of passages and train the codec on their tokens (``use_gpu``/``device``:
+    where k-means runs, see :meth:`ResidualCodec.train`)."""
     embeddings, doclens = flipr.encode_passages(sample_texts, config.batch_size, on_batch)
     mean_len = float(doclens.mean()) if len(doclens) else 1.0
     n_centroids = config.n_centroids or choose_n_centroids(len(embeddings), int(mean_len * n_passages_total))
@@ -50,6 +52,7 @@ def train_codec(
         iterations=config.kmeans_iterations,
         seed=config.seed,
         use_gpu=use_gpu,
+        device=device,
     )
 
 

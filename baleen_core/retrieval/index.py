@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -106,12 +105,12 @@ class FliprIndex:
         self._dense: np.ndarray | None = None
 
     @classmethod
-    def open(cls, index_dir: Path, shard_dirs: Sequence[Path], storage: str = "codec", use_gpu: bool = False) -> FliprIndex:
+    def open(cls, index_dir: Path, shard_dirs: Sequence[Path], storage: str = "codec", use_gpu: bool = False, device=None) -> FliprIndex:
         """Load an index. ``storage='codec'`` re-ranks from the codec's payload; ``'fp16'`` from the
         shards' uncompressed copies (they must have been written with ``index.keep_fp16``)."""
         if storage not in ("codec", "fp16"):
             raise ValueError(f"storage must be 'codec' or 'fp16', not {storage!r}")
-        codec = ResidualCodec.load(index_dir, use_gpu=use_gpu)
+        codec = ResidualCodec.load(index_dir, use_gpu=use_gpu, device=device)
         parts: dict[str, list[np.ndarray]] = {name: [] for name in (*SHARD_FILES, FP16_FILE)}
         for shard in shard_dirs:
             for name in SHARD_FILES:
@@ -214,10 +213,9 @@ class IndexTensors:
         elif codec.pq is None:  # the fp16 codec stores the embeddings themselves
             self.dense = put(index.payload)
         else:
-            pq = codec.pq
             self.codes = put(index.codes, torch.int32)
             self.payload = put(index.payload)
-            self.pq_table = put(faiss.vector_to_array(pq.centroids).reshape(pq.M, pq.ksub, pq.dsub))
+            self.pq_table = put(codec.pq_table())
 
     @property
     def n_centroids(self) -> int:

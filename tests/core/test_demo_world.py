@@ -5,12 +5,14 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import re
 import subprocess
 import sys
 
 from baleen_core.config import DemoConfig
 from baleen_core.demo_world import DemoWorld, write_demo_world
 
+DEFAULT_SIZE = DemoConfig()
 SMALL = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6,
                    n_distractors=15, n_train_claims=30, n_dev_claims=12)
 
@@ -53,14 +55,80 @@ def test_claims_are_multi_hop_with_bridges_unnamed(tmp_path):
             assert 0 <= sid < len(passages[title]) and 2 <= len(passages[title]) <= 5
 
 
-def test_passages_use_pronouns():
-    world = DemoWorld(SMALL)
-    person = world.entities["person"][0]
-    assert any(s.startswith(("He ", "She ")) for s in person.sentences[1:])
+def test_pronouns_follow_the_given_name_and_articles_fit():
+    world = DemoWorld(DEFAULT_SIZE)
+    for person in world.entities["person"]:
+        wrong = {"f": ("He", "His", "he", "his"), "m": ("She", "Her", "she", "her")}[person.attrs["gender"]]
+        words = " ".join(person.sentences[1:]).replace(".", " ").replace(",", " ").split()
+        assert not set(words) & set(wrong), person.sentences
+        assert any(s.startswith(person.pronouns) for s in person.sentences[1:])
+    sentences = [s for group in world.entities.values() for e in group for s in e.sentences]
+    train, dev = world.starts()
+    sentences += [c["claim"] for c in world.claims(300, train, set())]
+    slips = [s for s in sentences if re.search(r"\ba [aeio]|\ban [bcdfghjklmnpqrstvwxyz]|\ban uni|(Brothers|Sons|Holdings|Industries)'s|  |\bin on\b|\bin the (western|eastern) (coast|steppe)", s)]
+    assert not slips, slips[:5]
 
 
-def test_rewrite_is_skipped_for_the_same_config(tmp_path):
-    root = write_demo_world(tmp_path, SMALL)
-    mtime = (root / "claims_dev.json").stat().st_mtime_ns
-    write_demo_world(tmp_path, SMALL)
-    assert (root / "claims_dev.json").stat().st_mtime_ns == mtime
+def test_names_collide_like_real_names():
+    world = DemoWorld(DEFAULT_SIZE)
+    people = world.entities["person"]
+    surnames = [p.name.split()[-1] for p in people]
+    assert len(set(surnames)) < 0.8 * len(surnames)  # namesakes share surnames
+    assert sum(any(c.name.startswith(s + " ") for c in world.entities["company"]) for s in set(surnames)) >= 10  # family firms
+    film_titles = {f.name for f in world.entities["film"]}
+    assert {n.name.removesuffix(" (novel)") for n in world.entities["novel"]} <= film_titles  # a novel and a film share a title
+    titles = [e.name for group in world.entities.values() for e in group]
+    assert len(titles) == len(set(titles))  # ... yet every title names one passage
+
+
+def test_names_tokenize_like_real_words():
+    # Invented syllable names split into many rare word pieces; names built from English parts
+    # split into few common ones, as real names do.
+    from transformers import AutoTokenizer
+
+    from baleen_core.config import default_backbone
+
+    tokenizer = AutoTokenizer.from_pretrained(default_backbone())
+    world = DemoWorld(DEFAULT_SIZE)
+    words = [w for kind in ("person", "city", "country", "university", "film", "band", "company") for e in world.entities[kind] for w in e.name.split()]
+    pieces = [len(tokenizer.tokenize(w)) for w in words]
+    assert sum(pieces) / len(pieces) < 2.0
+
+
+def test_train_and_dev_are_split_by_chain(tmp_path):
+    root = write_demo_world(tmp_path, DEFAULT_SIZE)
+    train = json.loads((root / "claims_train.json").read_text())
+    dev = json.loads((root / "claims_dev.json").read_text())
+    assert len(train) == DEFAULT_SIZE.n_train_claims and len(dev) == DEFAULT_SIZE.n_dev_claims
+
+    def prefixes(claim):
+        titles = [t for t, _ in claim["supporting_facts"]]
+        return {tuple(titles[:2]), tuple(titles)}
+
+    train_chains = set().union(*(prefixes(c) for c in train))
+    assert not any(prefixes(c) & train_chains for c in dev)
+    assert not {c["hpqa_id"] for c in train} & {c["hpqa_id"] for c in dev}
+    for hops in (2, 3, 4):
+        labels = {c["label"] for c in dev if c["num_hops"] == hops}
+        assert labels == {"SUPPORTED", "NOT_SUPPORTED"}, hops
+
+
+def test_the_last_passage_is_not_named_by_the_claim():
+    # The final fact of a 3- or 4-hop claim is a value other passages share (a river,
+    # a century, a language): the last passage cannot be singled out from the claim alone.
+    world = DemoWorld(DEFAULT_SIZE)
+    by_title = {e.name: e for group in world.entities.values() for e in group}
+    train, _ = world.starts()
+    claims = [c for c in world.claims(300, train, set()) if c["num_hops"] > 2 and c["label"] == "SUPPORTED"]
+    assert claims
+    for claim in claims:
+        title, sid = claim["supporting_facts"][-1]
+        last = by_title[title]
+        assert title not in claim["claim"]
+        value = set(re.findall(r"\w+", last.sentences[sid])) & set(re.findall(r"\w+", claim["claim"])) - set(COMMON.split())
+        assert value, (claim["claim"], last.sentences[sid])
+        others = [e for e in by_title.values() if e is not last and value <= set(re.findall(r"\w+", " ".join(e.sentences)))]
+        assert len(others) >= 1, (claim["claim"], value)
+
+
+COMMON = "The the a an in of on is was It it that city country river lies founded established century whose official language Its its"

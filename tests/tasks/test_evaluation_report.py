@@ -41,3 +41,16 @@ def test_funnel_table_averages_each_stage_per_hop_count():
     assert "| baleen | 2 | 2 | 0.750 | 0.500 | 0.250 | 0.125 | 8.0 |" in table
     assert "| baleen | 3 | 1 | 1.000 | 1.000 | 0.667 | 0.500 | 9.0 |" in table
     assert "| baleen | all | 3 | 0.833 | 0.667 | 0.389 | 0.250 | 8.3 |" in table
+
+
+def test_the_plot_leaves_out_metrics_that_are_zero_for_every_system():
+    from baleen_tasks.evaluation import METRICS, metrics_by_hops_plot, plotted_metrics
+
+    summary = []
+    for system in ("baleen", "bm25-multihop"):
+        for hops in ("2", "all"):
+            row = {m: 0.0 for m in METRICS} | {f"{m}_ci": (0.0, 0.0) for m in METRICS}
+            row |= {"system": system, "hops": hops, "passage_f1": 0.5 if system == "baleen" else 0.0, "passage_f1_ci": (0.3, 1.0), "label_accuracy": 1.0, "label_accuracy_ci": (1.0, 1.0)}
+            summary.append(row)
+    assert plotted_metrics(summary) == ["passage_f1", "label_accuracy"]
+    assert metrics_by_hops_plot(summary).startswith(b"\x89PNG")

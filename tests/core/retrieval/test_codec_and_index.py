@@ -125,3 +125,25 @@ def test_index_tensors_read_what_the_numpy_index_reads(vectors, kind):
     got, got_owner = tensors.token_range(torch.from_numpy(positions))
     want, want_owner = index.token_range(positions)
     assert got.tolist() == want.tolist() and got_owner.tolist() == want_owner.tolist()
+
+
+def test_torch_kmeans_is_as_good_as_faiss_and_probes_the_same(vectors):
+    # The GPU builds its codec in torch when faiss-gpu cannot run there; on the CPU here, the
+    # torch codec must cluster as well as faiss and find the same nearest centroids.
+    from baleen_core.retrieval.codec import spherical_kmeans
+
+    faiss_codec = ResidualCodec.train(vectors, 40, kind="fp16", iterations=10)
+    torch_codec = ResidualCodec.train(vectors, 40, kind="fp16", iterations=10, device="cpu")
+    np.testing.assert_allclose(np.linalg.norm(torch_codec.centroids, axis=1), 1.0, atol=1e-5)
+
+    def mean_cosine(codec):
+        return float((codec.centroids[codec.assign(vectors)] * vectors).sum(1).mean())
+
+    assert mean_cosine(torch_codec) > mean_cosine(faiss_codec) - 0.02
+    same_centroids = ResidualCodec(torch_codec.centroids, None)  # faiss probing, same centroids
+    torch_scores, torch_ids = torch_codec.probe(vectors[:200], 3)
+    faiss_scores, faiss_ids = same_centroids.probe(vectors[:200], 3)
+    np.testing.assert_allclose(torch_scores, faiss_scores, atol=1e-5)
+    assert (torch_ids == faiss_ids).mean() > 0.99
+    again = spherical_kmeans(vectors, 40, 10, 0, "cpu")
+    np.testing.assert_array_equal(again, torch_codec.centroids)  # seeded
