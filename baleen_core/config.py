@@ -415,19 +415,19 @@ def demo_preset() -> BaleenConfig:
     """The settings ``baleen demo`` uses when no config is given: the default models on budgets
     that train and evaluate on a 2-core CPU in about 10 minutes: one FLIPR round, condensers
     trained on its round-0 labels (no relabelling pass), and all 60 dev claims verified at a
-    retrieval depth of 40 by the full system and the two cheapest baselines (BM25 multi-hop,
+    retrieval depth of 30 by the full system and the two cheapest baselines (BM25 multi-hop,
     single-hop). Stage 1 trains on the gold sentences at a higher learning rate: with one hard
-    negative passage and 90 steps, the passage-level labels of the default learn too slowly
+    negative passage and 50 steps, the passage-level labels of the default learn too slowly
     (chosen on held-out training hops of a demo world with another seed, see docs/demo.md). Real
     runs (hover-mini, HoVer) use the defaults, every system included, or their own config."""
     return BaleenConfig(
         labels=LabelConfig(rounds=1, relabel_for_condensers=False),  # on a few hundred training claims a second FLIPR round memorises them
-        evaluation=EvaluationConfig(depth=40, systems=["baleen", "bm25-multihop", "single-hop"]),
+        evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"]),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
-            stage1=Stage1TrainingConfig(max_examples=270, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=2),
+            stage1=Stage1TrainingConfig(max_examples=200, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=1),
             # "own": one example per hop; a fifth of its claims held out to calibrate the threshold on
-            stage2=Stage2TrainingConfig(max_examples=240, negative_passages=1, context="own", validation_share=0.2),
+            stage2=Stage2TrainingConfig(max_examples=200, negative_passages=1, context="own", validation_share=0.2),
             reader=ReaderTrainingConfig(max_examples=120, epochs=1, negative_passages=1),
         ),
     )

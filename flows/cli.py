@@ -74,7 +74,7 @@ def _report(refs: dict) -> None:
     typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
 
 
-SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_100": "Retrieval@100", "label_accuracy": "label acc"}
+SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_100": "all gold found", "label_accuracy": "label acc"}
 
 
 def _results_summary(refs: dict, seconds: float) -> None:
