@@ -52,15 +52,16 @@ def spherical_kmeans(sample: np.ndarray, n_centroids: int, iterations: int, seed
     points = torch.from_numpy(np.ascontiguousarray(sample, dtype=np.float32)).to(device)
     centroids = points[torch.randperm(len(points), generator=generator)[:n_centroids].to(device)].clone()
     for _ in range(iterations):
-        nearest = _nearest(points, centroids, 1)[1][:, 0]
+        nearest = nearest_centroids(points, centroids, 1)[1][:, 0]
         sums = torch.zeros_like(centroids).index_add_(0, nearest, points)
         counts = torch.bincount(nearest, minlength=n_centroids)
         centroids = torch.where((counts > 0)[:, None], F.normalize(sums, dim=1), centroids)
     return centroids.cpu().numpy()
 
 
-def _nearest(vectors: torch.Tensor, centroids: torch.Tensor, k: int, chunk: int = 65_536) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-``k`` centroids by inner product for each vector, in chunks that bound the score matrix."""
+def nearest_centroids(vectors: torch.Tensor, centroids: torch.Tensor, k: int, chunk: int = 65_536) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` centroids by inner product for each vector, best first, in chunks that bound the
+    score matrix (torch, on the tensors' device): k-means, the torch codec and search all probe with it."""
     scores, ids = zip(*(torch.topk(vectors[i : i + chunk] @ centroids.T, k, dim=1) for i in range(0, len(vectors), chunk)), strict=True)
     return torch.cat(scores), torch.cat(ids)
 
@@ -177,7 +178,7 @@ class ResidualCodec:
             if self._torch_centroids is None:
                 self._torch_centroids = torch.from_numpy(self.centroids).to(self.device)
             vectors_t = torch.from_numpy(np.ascontiguousarray(vectors, dtype=np.float32)).to(self.device)
-            scores, ids = _nearest(vectors_t, self._torch_centroids, min(nprobe, self.n_centroids))
+            scores, ids = nearest_centroids(vectors_t, self._torch_centroids, min(nprobe, self.n_centroids))
             return scores.cpu().numpy(), ids.cpu().numpy()
         scores, ids = self.quantizer().search(np.ascontiguousarray(vectors, dtype=np.float32), min(nprobe, self.n_centroids))
         return scores, ids

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from baleen_core.retrieval.codec import ResidualCodec
+from baleen_core.retrieval.codec import ResidualCodec, nearest_centroids
 
 SHARD_FILES = ("pids.npy", "doclens.npy", "codes.npy", "payload.npy")
 FP16_FILE = "fp16.npy"
@@ -223,7 +223,7 @@ class IndexTensors:
 
     def probe(self, vectors: torch.Tensor, nprobe: int) -> tuple[torch.Tensor, torch.Tensor]:
         """As :meth:`ResidualCodec.probe`: the ``nprobe`` nearest centroids of each vector, best first."""
-        return torch.topk(vectors @ self.centroids.T, min(nprobe, self.n_centroids), dim=1)
+        return nearest_centroids(vectors, self.centroids, min(nprobe, self.n_centroids))
 
     def postings(self, centroids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """As :meth:`FliprIndex.postings`."""
