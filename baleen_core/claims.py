@@ -14,6 +14,7 @@ passage corpus without loading it.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from baleen_core.corpus.titles import normalize_title
-from baleen_core.rejects import InputError, Reject
+from baleen_core.rejects import InputError, Reject, json_error_detail
 from baleen_schemas import CLAIMS, GOLD_FACTS, HOP_RANGE, LABELS, REJECTS, RejectReason
 
 
@@ -36,7 +37,7 @@ class ClaimRecord:
     split: str
     hpqa_id: str | None
     source_file: str
-    position: int
+    line: int  # where the claim starts in its file
     facts: list[tuple[str, int]]  # (normalised title, sentence id), duplicates removed
 
 
@@ -73,8 +74,9 @@ class ClaimsStats:
         }
 
 
-def load_hover_json(path: Path) -> list:
-    """The top-level array of a HoVer release file; unreadable files raise ``InputError``."""
+def load_hover_json(path: Path) -> list[tuple[int, object]]:
+    """(file line, element) for each element of a HoVer release file's top-level array;
+    unreadable files raise ``InputError``."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -85,17 +87,38 @@ def load_hover_json(path: Path) -> list:
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise InputError(path.name, line, f"byte 0x{raw[err.start:err.start+1].hex()} is not valid UTF-8; re-encode the file") from None
+    if not text.strip():
+        raise InputError(path.name, None, "the file is empty; a HoVer claims file is a JSON array of claim objects")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(path.name, err.lineno, f"invalid JSON: {err.msg} at column {err.colno}") from None
+        raise InputError(path.name, err.lineno, json_error_detail(err)) from None
     if not isinstance(data, list):
         raise InputError(path.name, 1, "a HoVer claims file must be a JSON array of claim objects")
-    return data
+    return list(zip(_element_lines(text), data))
+
+
+_BETWEEN_ELEMENTS = re.compile(r"[ \t\r\n,]*")  # JSON whitespace and the commas between array elements
+
+
+def _element_lines(text: str) -> Iterator[int]:
+    """The line each element of ``text``'s top-level array starts on (``text`` is valid JSON whose
+    top level is an array), so that a reject names the line an editor shows, not an index."""
+    decoder = json.JSONDecoder()
+    index = text.index("[") + 1
+    line = 1 + text.count("\n", 0, index)
+    while True:
+        start = _BETWEEN_ELEMENTS.match(text, index).end()
+        if text[start] == "]":
+            return
+        line += text.count("\n", index, start)
+        yield line
+        _, index = decoder.raw_decode(text, start)
+        line += text.count("\n", start, index)
 
 
 def read_hover_claims(path: Path, split: str, seen_uids: set[str] | None = None) -> Iterator[ClaimRecord | Reject]:
-    """Validated claims of one HoVer file (``position`` = 1-based index in the array).
+    """Validated claims of one HoVer file (``line`` = the file line where the claim starts).
 
     ``seen_uids`` is shared across the files of one dataset so a uid repeated in train and dev is
     caught. Facts that are malformed or repeated are yielded as ``gold_facts`` rejects right after
@@ -103,13 +126,13 @@ def read_hover_claims(path: Path, split: str, seen_uids: set[str] | None = None)
     """
     seen_uids = set() if seen_uids is None else seen_uids
     display = Path(path).name
-    for position, obj in enumerate(load_hover_json(path), start=1):
-        yield from _validate_claim(obj, split, display, position, seen_uids)
+    for line, obj in load_hover_json(path):
+        yield from _validate_claim(obj, split, display, line, seen_uids)
 
 
-def _validate_claim(obj, split: str, display: str, position: int, seen_uids: set[str]) -> Iterator[ClaimRecord | Reject]:
+def _validate_claim(obj, split: str, display: str, line: int, seen_uids: set[str]) -> Iterator[ClaimRecord | Reject]:
     def reject(reason: RejectReason, detail: str, key: str = "") -> Reject:
-        return Reject("claims", reason, display, position, key, detail, json.dumps(obj, ensure_ascii=False))
+        return Reject("claims", reason, display, line, key, detail, json.dumps(obj, ensure_ascii=False))
 
     if not isinstance(obj, dict):
         yield reject(RejectReason.WRONG_TYPE, f"expected a claim object, got {type(obj).__name__}")
@@ -152,13 +175,13 @@ def _validate_claim(obj, split: str, display: str, position: int, seen_uids: set
             or not isinstance(fact[1], int)
         ):
             fact_rejects.append(
-                Reject("gold_facts", RejectReason.WRONG_TYPE, display, position, key, "a fact must be [title, sentence id]", json.dumps(fact))
+                Reject("gold_facts", RejectReason.WRONG_TYPE, display, line, key, "a fact must be [title, sentence id]", json.dumps(fact))
             )
             continue
         normalized = (normalize_title(fact[0]), fact[1])
         if normalized in facts:
             fact_rejects.append(
-                Reject("gold_facts", RejectReason.DUPLICATE_FACT, display, position, key, "fact listed twice for this claim", json.dumps(fact))
+                Reject("gold_facts", RejectReason.DUPLICATE_FACT, display, line, key, "fact listed twice for this claim", json.dumps(fact))
             )
             continue
         facts.append(normalized)
@@ -171,7 +194,7 @@ def _validate_claim(obj, split: str, display: str, position: int, seen_uids: set
         split=split,
         hpqa_id=None if hpqa is None else str(hpqa),
         source_file=display,
-        position=position,
+        line=line,
         facts=facts,
     )
     yield from fact_rejects
@@ -199,7 +222,7 @@ def resolve_claims(records: Sequence[ClaimRecord | Reject], passage_files: Seque
             "title": [t for c in claims for t, _ in c.facts],
             "sid": pa.array([s for c in claims for _, s in c.facts], pa.int64()),
             "source_file": [c.source_file for c in claims for _ in c.facts],
-            "position": pa.array([c.position for c in claims for _ in c.facts], pa.int64()),
+            "line": pa.array([c.line for c in claims for _ in c.facts], pa.int64()),
         }
     )
     con = duckdb.connect()
@@ -208,9 +231,9 @@ def resolve_claims(records: Sequence[ClaimRecord | Reject], passage_files: Seque
         files = [str(f) for f in passage_files]
         joined = con.sql(
             """
-            SELECT f.uid, f.title, f.sid, f.source_file, f.position, p.pid, p.n_sentences
+            SELECT f.uid, f.title, f.sid, f.source_file, f.line, p.pid, p.n_sentences
             FROM facts f LEFT JOIN read_parquet($files) p ON p.title = f.title
-            ORDER BY f.source_file, f.position, f.uid, f.title, f.sid
+            ORDER BY f.source_file, f.line, f.uid, f.title, f.sid
             """,
             params={"files": files},
         ).to_arrow_table()
@@ -224,12 +247,12 @@ def resolve_claims(records: Sequence[ClaimRecord | Reject], passage_files: Seque
         key = f"{row['uid']}|{row['title']}|{row['sid']}"
         if row["pid"] is None:
             rejects.append(
-                Reject("gold_facts", RejectReason.UNKNOWN_TITLE, row["source_file"], row["position"], key,
+                Reject("gold_facts", RejectReason.UNKNOWN_TITLE, row["source_file"], row["line"], key,
                        f"no passage titled {row['title']!r} in the corpus (check the corpus sources)")
             )
         elif not 0 <= row["sid"] < row["n_sentences"]:
             rejects.append(
-                Reject("gold_facts", RejectReason.SID_OUT_OF_RANGE, row["source_file"], row["position"], key,
+                Reject("gold_facts", RejectReason.SID_OUT_OF_RANGE, row["source_file"], row["line"], key,
                        f"sentence {row['sid']} out of range: {row['title']!r} has {row['n_sentences']} sentences")
             )
         else:

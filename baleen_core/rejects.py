@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 
 from baleen_schemas import RejectReason
@@ -37,3 +38,12 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+
+
+def json_error_detail(err: json.JSONDecodeError, one_line: bool = False) -> str:
+    """``invalid JSON at column 16: Invalid control character`` from a decoder error. Python's
+    messages often end in a dangling 'at' (their position follows in ``str(err)``), which would
+    read 'at at column 16' if the column were appended. ``one_line``: the text was one line of a
+    JSON-lines file, so the column counts from that line's start, whatever newline it ends in."""
+    column = err.pos + 1 if one_line else err.colno
+    return f"invalid JSON at column {column}: {err.msg.removesuffix(' at')}"

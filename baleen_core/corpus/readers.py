@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baleen_core.corpus.titles import normalize_title
-from baleen_core.rejects import InputError, Reject
+from baleen_core.rejects import InputError, Reject, json_error_detail
 from baleen_schemas import RejectReason
 
 _ARTIFACT = "passages"
@@ -87,7 +87,7 @@ def _decode_json_line(raw: bytes, display: str, line: int) -> dict | Reject | No
         obj = json.loads(text)
     except json.JSONDecodeError as err:
         return Reject(
-            _ARTIFACT, RejectReason.INVALID_JSON, display, line, "", f"invalid JSON: {err.msg} at column {err.colno}", text
+            _ARTIFACT, RejectReason.INVALID_JSON, display, line, "", json_error_detail(err, one_line=True), text
         )
     if not isinstance(obj, dict):
         return Reject(
@@ -96,14 +96,16 @@ def _decode_json_line(raw: bytes, display: str, line: int) -> dict | Reject | No
     return obj
 
 
-def _title_or_reject(obj: dict, display: str, line: int, raw: bytes) -> str | Reject:
+def _title_or_reject(obj: dict, display: str, line: int, raw: bytes, id_field: str) -> str | Reject:
+    """The normalised title, or a reject keyed by the record's id when it has one."""
+    key = _source_id(obj, id_field) or ""
     if "title" not in obj:
-        return Reject(_ARTIFACT, RejectReason.MISSING_FIELD, display, line, "", "missing field 'title'", raw.decode())
+        return Reject(_ARTIFACT, RejectReason.MISSING_FIELD, display, line, key, "missing field 'title'", raw.decode())
     if not isinstance(obj["title"], str):
-        return Reject(_ARTIFACT, RejectReason.WRONG_TYPE, display, line, "", "'title' must be a string", raw.decode())
+        return Reject(_ARTIFACT, RejectReason.WRONG_TYPE, display, line, key, "'title' must be a string", raw.decode())
     title = normalize_title(obj["title"])
     if not title:
-        return Reject(_ARTIFACT, RejectReason.EMPTY_TITLE, display, line, "", "'title' is empty", raw.decode())
+        return Reject(_ARTIFACT, RejectReason.EMPTY_TITLE, display, line, key, "'title' is empty", raw.decode())
     return title
 
 
@@ -133,7 +135,7 @@ def read_abstracts(root: Path, source: str = "abstracts", on_file_done: Progress
                 if obj is not None:
                     yield obj
                 continue
-            title = _title_or_reject(obj, display, line, raw)
+            title = _title_or_reject(obj, display, line, raw, "id")
             if isinstance(title, Reject):
                 yield title
                 continue
@@ -176,7 +178,7 @@ def read_beir(
             if obj is not None:
                 yield obj
             continue
-        title = _title_or_reject(obj, display, line, raw)
+        title = _title_or_reject(obj, display, line, raw, "_id")
         if isinstance(title, Reject):
             yield title
             continue

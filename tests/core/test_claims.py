@@ -94,3 +94,28 @@ def test_unreadable_claims_files_name_file_and_line(tmp_path):
     bad.write_bytes(b'[\n{"uid": "\xff"}]')
     with pytest.raises(InputError, match=r"claims_dev.json:2: byte 0xff is not valid UTF-8"):
         list(read_hover_claims(bad, "dev"))
+
+
+def test_rejects_name_the_file_line_where_the_claim_starts_and_its_uid(tmp_path, passages_file):
+    claims = [_claim("a", [["Ed Wood", 0]]), {"uid": "b", "claim": "c", "num_hops": 2}, _claim("c", [["Nowhere", 0]])]
+    path = tmp_path / "claims_dev.json"
+    path.write_text(json.dumps(claims, indent=2))  # as HoVer ships them: one field per line
+    lines = path.read_text().splitlines()
+    resolved = resolve_claims(list(read_hover_claims(path, "dev")), [passages_file])
+    by_reason = {r["reason"]: r for r in resolved.rejects.to_pylist()}
+    missing, unknown = by_reason["missing_field"], by_reason["unknown_title"]
+    # each reject's line is where its claim's object opens, the line holding "{" before its uid
+    assert lines[missing["line"] - 1].strip() == "{" and '"uid": "b"' in lines[missing["line"]]
+    assert lines[unknown["line"] - 1].strip() == "{" and '"uid": "c"' in lines[unknown["line"]]
+    assert missing["key"] == "b" and unknown["key"].startswith("c|")
+
+
+def test_empty_and_malformed_claims_files_say_what_is_wrong(tmp_path):
+    empty = tmp_path / "claims_dev.json"
+    empty.write_text("\n")
+    with pytest.raises(InputError, match=r"^claims_dev.json: the file is empty"):
+        list(read_hover_claims(empty, "dev"))
+    control = tmp_path / "claims_train.json"
+    control.write_text('[\n{"uid": "a\tb"}]')
+    with pytest.raises(InputError, match=r"^claims_train.json:2: invalid JSON at column 11: Invalid control character$"):
+        list(read_hover_claims(control, "train"))

@@ -38,7 +38,8 @@ def test_invalid_json_line_is_quarantined_with_its_line(tmp_path):
     root = write_abstracts(tmp_path, [{"id": "1", "title": "A", "text": ["a."]}], raw_lines=[b'{"id": "2", "title": "B", "text": [\n'])
     records = list(read_abstracts(root))
     (reject,) = _only(records, Reject)
-    assert reject.reason.value == "invalid_json" and reject.line == 2 and "invalid JSON" in reject.detail
+    assert reject.reason.value == "invalid_json" and reject.line == 2
+    assert reject.detail == "invalid JSON at column 37: Expecting value"
     assert len(_only(records, SourceRecord)) == 1
 
 
@@ -63,6 +64,8 @@ def test_unusable_abstract_rows_are_quarantined(tmp_path, row, reason):
     root = write_abstracts(tmp_path, [row])
     (reject,) = list(read_abstracts(root))
     assert isinstance(reject, Reject) and reject.reason.value == reason and reject.source_file == "AA/wiki_00.bz2"
+    # the key names the record: its title where it has one, else its id
+    assert reject.key == (normalize_title(row["title"]) if isinstance(row.get("title"), str) and row["title"].strip() else "1")
 
 
 def _beir(tmp_path, rows):
