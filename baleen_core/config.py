@@ -334,6 +334,16 @@ class OrchestrationConfig(_Strict):
     dask_workers: int = Field(default=2, ge=1, description="LocalCluster worker processes (one thread each).")
 
 
+class GateConfig(_Strict):
+    """Limits the Great Expectations gates enforce beyond each artifact's own suite."""
+
+    max_reject_share: float = Field(
+        default=0.2, ge=0.0, le=1.0,
+        description="Largest share of passages, claims or gold facts that may be quarantined before the rejects gate fails: "
+        "when most rows are rejected, the inputs rarely belong together (e.g. claims resolved against another corpus).",
+    )
+
+
 def default_store_root() -> Path:
     """$BALEEN_STORE, else <baleen home>/store."""
     env = os.environ.get("BALEEN_STORE")
@@ -353,6 +363,7 @@ class BaleenConfig(_Strict):
     training: TrainingConfig = TrainingConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()
+    gates: GateConfig = GateConfig()
 
     @field_validator("store_root")
     @classmethod

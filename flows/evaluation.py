@@ -17,27 +17,41 @@ from prefect import flow
 from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
+from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import calibrate_stage2, held_out_claims
 from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
 from baleen_tasks.validation import validate_artifact
 
 
-def trained_models(store: ArtifactStore, given: dict[str, ArtifactRef] | None = None) -> dict[str, ArtifactRef]:
+def trained_models(
+    store: ArtifactStore, given: dict[str, ArtifactRef] | None = None, passages: ArtifactRef | None = None, claims: ArtifactRef | None = None
+) -> dict[str, ArtifactRef]:
     """What the systems read: ``index`` (trained FLIPR), ``untrained_index``, ``colbert_index``
     (FLIPR trained with full interaction, when one was), and the ``stage1``, ``stage2`` and
-    ``reader`` checkpoints; ``given`` ones win, the rest are the store's newest."""
+    ``reader`` checkpoints; ``given`` ones win, the rest are the store's newest. With ``passages``
+    the indexes are those of these passages (given ones must be: a :class:`LineageError` names
+    the runs otherwise)."""
     models = dict(given or {})
-    models.setdefault("index", newest_trained_index(store))
+    models.setdefault("index", newest_trained_index(store, passages))
     if "colbert_index" not in models:
         try:
-            models["colbert_index"] = newest_full_interaction_index(store)
-        except StoreError:
-            pass  # only colbert-full needs it, and says so
-    models.setdefault("untrained_index", store.latest("flipr_index", PRODUCER))
+            models["colbert_index"] = newest_full_interaction_index(store, passages)
+        except StoreError:  # none, or none of these passages: only colbert-full needs it, and says so
+            pass
+    if "untrained_index" not in models:
+        models["untrained_index"] = newest_index_of(store, passages, PRODUCER, claims) if passages else store.latest("flipr_index", PRODUCER)
     for kind in ("stage1", "stage2", "reader"):
         models.setdefault(kind, store.latest(f"{kind}_checkpoint"))
+    if passages is not None:
+        for kind in INDEX_MODELS:
+            if kind in models:
+                check_index_of(store, models[kind], passages, claims)
     return models
+
+
+#: The models that are indexes of a corpus (and so must index the claims' passages).
+INDEX_MODELS = ("index", "untrained_index", "colbert_index")
 
 
 @flow(name="evaluation", flow_run_name="evaluation", log_prints=True)
@@ -56,9 +70,9 @@ def evaluation_flow(
     root, run_id, split = str(store.root), run_id or new_run_id(), config.evaluation.split
     claims = store.get("claims", claims_run, "claims") if claims_run else store.latest("claims", "claims")
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
-    passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
+    passages = passages_for_claims(store, claims, passages_run)
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    models = trained_models(store, models)
+    models = trained_models(store, models, passages, claims)
     if config.evaluation.calibrate_stage2:
         held = held_out_claims(root, models["stage2"])
         calibration = verify_split.with_options(task_run_name=f"calibrate · baleen · {len(held)} held-out training claims")(

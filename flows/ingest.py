@@ -25,7 +25,7 @@ def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | 
     store_root = str(config.store_root)
     refs = ingest_corpus(store_root, dataset, config.corpus, run_id, force)
     for artifact in ("passages", "sentences", "rejects"):
-        validate_artifact(store_root, artifact, refs)
+        validate_artifact(store_root, artifact, refs, config.gates)
     refresh_catalog(store_root)
     return refs
 
@@ -47,7 +47,7 @@ def claims_flow(
     refs = ingest_claims(str(store.root), dataset, passages, run_id, force)
     siblings = {"sentences": sentences, **refs}
     for artifact in ("claims", "gold_facts", "rejects"):
-        validate_artifact(str(store.root), artifact, siblings)
+        validate_artifact(str(store.root), artifact, siblings, config.gates)
     refresh_catalog(str(store.root))
     return refs
 

@@ -22,6 +22,7 @@ from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
+from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
 from baleen_tasks.labels import label_round, labels_producer
@@ -38,8 +39,8 @@ def training_flow(
     passages_run: str | None = None,
     index_run: str | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Label rounds and FLIPR training on the given (default: newest) claims, corpus and
-    untrained index."""
+    """Label rounds and FLIPR training on the given (default: newest) claims, the passages they
+    were resolved against and an untrained index of those passages (the newest, or ``index_run``)."""
     config = BaleenConfig.load(config_path)
     store = ArtifactStore(config.store_root)
     root, run_id = str(store.root), run_id or new_run_id()
@@ -49,9 +50,9 @@ def training_flow(
 
     claims = pick("claims", "claims", claims_run)
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
-    passages = pick("passages", "corpus", passages_run)
+    passages = passages_for_claims(store, claims, passages_run)  # by lineage, not age
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    index = pick("flipr_index", "index", index_run)
+    index = check_index_of(store, pick("flipr_index", "index", index_run), passages, claims) if index_run else newest_index_of(store, passages, "index", claims)
     device, search = config.retriever.device, config.search
 
     recall_args = (root, claims, gold_facts, sentences, "dev", search, device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from baleen_core.config import RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text
 from baleen_core.retrieval.bm25 import Bm25Retriever
+from baleen_storage import lineage
 from baleen_storage.store import ArtifactRef, ArtifactStore, StoreError
 
 PRODUCER = "index"
@@ -68,21 +69,30 @@ def trained_flipr_tag(round_number: int) -> str:
 FULL_INTERACTION_TAG = "colbert-full"
 
 
-def newest_full_interaction_index(store: ArtifactStore) -> ArtifactRef:
-    """The newest index of FLIPR trained with full interaction (producer ``index-colbert-full``)."""
+def _newest(store: ArtifactStore, candidates: list[ArtifactRef], passages: ArtifactRef | None, none_message: str) -> ArtifactRef:
+    if not candidates:
+        raise StoreError(none_message)
+    newest = max(candidates, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
+    if passages is None:
+        return newest
+    matching = [ref for ref in candidates if lineage.indexes(store, ref, passages)]
+    if not matching:
+        return lineage.check_index_of(store, newest, passages)  # raises, naming both runs
+    return max(matching, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
+
+
+def newest_full_interaction_index(store: ArtifactStore, passages: ArtifactRef | None = None) -> ArtifactRef:
+    """The newest index of FLIPR trained with full interaction (producer ``index-colbert-full``),
+    of ``passages`` when given."""
     trained = store.refs("flipr_index", f"{PRODUCER}-{FULL_INTERACTION_TAG}")
-    if not trained:
-        raise StoreError("no index of FLIPR trained with full interaction in this store; run `baleen train` with colbert-full among evaluation.systems")
-    return max(trained, key=lambda ref: ref.manifest.created_at)
+    return _newest(store, trained, passages, "no index of FLIPR trained with full interaction in this store; run `baleen train` with colbert-full among evaluation.systems")
 
 
-def newest_trained_index(store: ArtifactStore) -> ArtifactRef:
+def newest_trained_index(store: ArtifactStore, passages: ArtifactRef | None = None) -> ArtifactRef:
     """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
-    of the newest training run)."""
+    of the newest training run), of ``passages`` when given."""
     trained = [ref for ref in store.refs("flipr_index") if ref.manifest.producer.startswith(f"{PRODUCER}-{TRAINED_TAG_PREFIX}")]
-    if not trained:
-        raise StoreError("no index built with a trained FLIPR in this store; run `baleen train` first")
-    return max(trained, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
+    return _newest(store, trained, passages, "no index built with a trained FLIPR in this store; run `baleen train` first")
 
 
 def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[ArtifactRef, ArtifactRef]:

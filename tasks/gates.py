@@ -29,6 +29,7 @@ import great_expectations as gx  # noqa: E402
 import great_expectations.expectations as gxe  # noqa: E402
 from sqlalchemy.exc import SAWarning  # noqa: E402
 
+from baleen_core.config import GateConfig  # noqa: E402
 from baleen_schemas import HOP_RANGE, LABELS, RejectReason  # noqa: E402
 from baleen_storage import ArtifactRef, ArtifactStore  # noqa: E402
 from baleen_tasks import gx_duckdb  # noqa: E402
@@ -232,6 +233,39 @@ SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
 }
 
 
+#: Artifacts that must hold rows: an empty one means its stage had nothing to work on (claims of
+#: another corpus, no training claim labelled), which the next stage would only discover later.
+#: Rejects may well be empty; gold facts are, for an unlabelled test split.
+NON_EMPTY = ("passages", "sentences", "claims", "index_passages", "hop_labels", "predictions")
+
+#: What each quarantined row would have been (rejects.artifact → the artifact's view).
+REJECTABLE = ("passages", "claims", "gold_facts")
+
+
+def _table_expectations(artifact: str, views: set[str], gates: GateConfig) -> list[gxe.Expectation]:
+    """Expectations on the artifact as a whole: not empty, and not mostly quarantined."""
+    if artifact in NON_EMPTY:
+        return [gxe.ExpectTableRowCountToBeBetween(min_value=1, description=f"{artifact} holds at least one row")]
+    kept = [f"SELECT '{name}' AS artifact, count(*) AS kept FROM {name}" for name in REJECTABLE if name in views]
+    if artifact != "rejects" or not kept:
+        return []
+    limit = gates.max_reject_share
+    return [
+        gxe.UnexpectedRowsExpectation(
+            description=(
+                f"at most {limit:.0%} of an artifact's rows are quarantined (gates.max_reject_share); more usually means "
+                "inputs that do not belong together, e.g. claims resolved against another corpus"
+            ),
+            unexpected_rows_query=(
+                f"WITH kept AS ({' UNION ALL '.join(kept)}), "
+                "rejected AS (SELECT artifact, count(*) AS rejected, mode(reason) AS main_reason FROM {batch} GROUP BY artifact) "
+                "SELECT r.artifact, r.rejected, r.rejected + k.kept AS rows_in, r.main_reason FROM rejected r JOIN kept k USING (artifact) "
+                f"WHERE r.rejected > {limit!r} * (r.rejected + k.kept)"
+            ),
+        )
+    ]
+
+
 class GateFailed(RuntimeError):
     """A validation gate failed; the message says which expectations, on how many rows, with examples."""
 
@@ -251,27 +285,37 @@ class GateResult:
         lines.append(f"  full result: {self.report_path}")
         return "\n".join(lines)
 
+    def failure_text(self) -> str:
+        """The first failure on the first line (what a one-line CLI error shows), then the summary."""
+        first = self.failures[0]
+        count = "" if first["unexpected"] is None else f" ({first['unexpected']} unexpected rows)"
+        examples = f"; e.g. {', '.join(first['examples'][:2])}" if first["examples"] else ""
+        more = f" and {len(self.failures) - 1} more" if len(self.failures) > 1 else ""
+        return f"gate {self.artifact!r} failed{more}: {first['expectation']}{count}{examples}\n{self.summary_text()}"
 
-def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef], *, raise_on_failure: bool = True) -> GateResult:
-    """Validate ``refs[artifact]`` with its suite; ``refs`` also provides the sibling artifacts."""
+
+def run_gate(
+    store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef], gates: GateConfig | None = None, *, raise_on_failure: bool = True
+) -> GateResult:
+    """Validate ``refs[artifact]`` with its suite and the table-wide limits of ``gates``; ``refs``
+    also provides the sibling artifacts."""
+    gates = gates or GateConfig()
+    views = set(refs) - {artifact}
     target = refs[artifact]
     # a locked scratch directory: another run's tmp/ sweep must not delete the database mid-gate
     with store.scratch_dir("gate") as scratch:
         db_path = scratch / "views.duckdb"
         con = duckdb.connect(str(db_path))
         try:
-            for name, ref in refs.items():
-                files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in ref.files)
-                con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
+            _create_views(con, refs)
         finally:
             con.close()
         with warnings.catch_warnings():
             # SQLAlchemy reflects DuckDB list columns (e.g. hop_labels.negative_pids) as untyped;
             # the suites query them with SQL, so the type is not needed.
             warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
-            result = _validate(db_path, artifact, SUITES[artifact](set(refs) - {artifact}))
-
-    failures = [_failure(r) for r in result.results if not r.success]
+            result = _validate(db_path, artifact, _table_expectations(artifact, views, gates) + SUITES[artifact](views))
+    failures = [_failure(r, refs, artifact) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer
     report = store.write_report(run_id, f"validation/{producer}/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))
     summary = {
@@ -287,7 +331,7 @@ def run_gate(store: ArtifactStore, artifact: str, refs: Mapping[str, ArtifactRef
     store.write_report(run_id, f"validation/{producer}/{artifact}.summary.json", json.dumps(summary, default=str))
     gate = GateResult(artifact, bool(result.success), len(result.results), failures, report)
     if raise_on_failure and not gate.success:
-        raise GateFailed(gate.summary_text())
+        raise GateFailed(gate.failure_text())
     return gate
 
 
@@ -306,7 +350,26 @@ def _validate(db_path: Path, artifact: str, expectations: list[gxe.Expectation])
         source.get_engine().dispose()
 
 
-def _failure(result) -> dict:
+def _create_views(con: duckdb.DuckDBPyConnection, refs: Mapping[str, ArtifactRef]) -> None:
+    for name, ref in refs.items():
+        files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in ref.files)
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{files}])")
+
+
+def _example_rows(refs: Mapping[str, ArtifactRef], artifact: str, unexpected_rows_query: str) -> list[str]:
+    """A few rows of a failed row query, from views of their own: GX reports only the rows' count
+    unless asked for every row (``COMPLETE``), which for a column check on a 5M-row corpus would
+    list every bad value."""
+    con = duckdb.connect()
+    try:
+        _create_views(con, refs)
+        table = con.sql(f"SELECT * FROM ({unexpected_rows_query.replace('{batch}', artifact)}) LIMIT {EXAMPLES}").to_arrow_table()
+    finally:
+        con.close()
+    return [", ".join(f"{k}={v}" for k, v in row.items()) for row in table.to_pylist()]
+
+
+def _failure(result, refs: Mapping[str, ArtifactRef], artifact: str) -> dict:
     config = result.expectation_config
     kwargs = {k: v for k, v in config.kwargs.items() if k in ("column", "column_list", "value_set", "min_value", "max_value")}
     name = config.description or f"{config.type}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
@@ -317,5 +380,7 @@ def _failure(result) -> dict:
     if errors and not info:
         return {"expectation": name, "unexpected": None, "examples": errors[:1]}
     unexpected = info.get("unexpected_count", info.get("observed_value"))
-    examples = info.get("partial_unexpected_list") or (info.get("details") or {}).get("unexpected_rows") or []
+    examples = info.get("partial_unexpected_list") or []
+    if not examples and "unexpected_rows_query" in config.kwargs:
+        examples = _example_rows(refs, artifact, config.kwargs["unexpected_rows_query"])
     return {"expectation": name, "unexpected": unexpected, "examples": [str(e) for e in list(examples)[:EXAMPLES]]}

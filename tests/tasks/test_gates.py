@@ -28,7 +28,7 @@ def test_good_corpus_passes_and_result_is_stored(store):
         "sentences": _write(store, "sentences", {"pid": [1, 1, 2], "sid": [0, 1, 0], "text": ["a", "b", "c"]}),
     }
     gate = run_gate(store, "passages", refs)
-    assert gate.success and gate.evaluated == 6 and gate.failures == []
+    assert gate.success and gate.evaluated == 7 and gate.failures == []
     assert json.loads(gate.report_path.read_text())["success"] is True
     assert run_gate(store, "sentences", refs).success
     rows = query(store, "SELECT artifact, success FROM validations ORDER BY artifact").to_pylist()
@@ -43,7 +43,8 @@ def test_duplicate_keys_and_count_mismatch_fail_with_examples(store):
     with pytest.raises(GateFailed) as failed:
         run_gate(store, "passages", refs)
     message = str(failed.value)
-    assert "3/6 expectations passed" in message
+    assert "4/7 expectations passed" in message
+    assert message.splitlines()[0].startswith("gate 'passages' failed and 2 more: ")  # what the CLI's one line shows
     assert "expect_column_values_to_be_unique(column=pid): 2 unexpected rows" in message
     assert "expect_column_values_to_be_unique(column=title): 2 unexpected rows" in message
     assert "n_sentences equals the passage's rows in sentences" in message
@@ -89,3 +90,29 @@ def test_a_concurrent_tmp_sweep_leaves_a_running_gate_alone(store, monkeypatch):
     }
     assert run_gate(store, "passages", refs).success and swept == []
     assert not any((store.root / "tmp").iterdir())  # the gate cleaned up after itself
+
+
+def test_an_empty_artifact_fails_its_gate(store):
+    refs = {"passages": _write(store, "passages", _passage_rows([], [], []))}
+    with pytest.raises(GateFailed, match=r"^gate 'passages' failed: passages holds at least one row"):
+        run_gate(store, "passages", refs)
+    empty_rejects = _write(store, "rejects", {c: [] for c in ("artifact", "reason", "source_file", "line", "key", "detail", "record")})
+    assert run_gate(store, "rejects", {"rejects": empty_rejects}).success  # no rejects is good news
+
+
+def test_mostly_quarantined_input_fails_the_rejects_gate(store):
+    from baleen_core.config import GateConfig
+
+    facts = _write(store, "gold_facts", {"uid": ["u1"], "title": ["A"], "sid": [0], "pid": [1]}, producer="claims")
+    n = 3  # 3 of 4 gold facts quarantined: 75%
+    rejects = _write(store, "rejects", {
+        "artifact": ["gold_facts"] * n, "reason": ["unknown_title"] * n, "source_file": ["claims_train.json"] * n,
+        "line": [2, 9, 16], "key": ["u2|x|0", "u3|y|0", "u4|z|1"], "detail": ["no passage titled"] * n, "record": [None] * n,
+    }, producer="claims")
+    refs = {"gold_facts": facts, "rejects": rejects}
+    with pytest.raises(GateFailed) as failed:
+        run_gate(store, "rejects", refs)
+    first_line = str(failed.value).splitlines()[0]
+    assert first_line.startswith("gate 'rejects' failed: at most 20% of an artifact's rows are quarantined (gates.max_reject_share)")
+    assert "gold_facts" in first_line and "unknown_title" in first_line and "(1 unexpected rows)" in first_line
+    assert run_gate(store, "rejects", refs, GateConfig(max_reject_share=0.75)).success  # exactly at the limit passes
