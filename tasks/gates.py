@@ -348,6 +348,12 @@ def _validate(db_path: Path, artifact: str, expectations: list[gxe.Expectation])
         return definition.run(result_format={"result_format": "SUMMARY", "partial_unexpected_count": EXAMPLES})
     finally:
         source.get_engine().dispose()
+        # get_context() also made this the process's current context, which GX keeps in a
+        # module-level singleton until the next get_context(); through its datasource it holds
+        # duckdb_engine's dialect and so the duckdb module. Where GX's objects outlive the
+        # interpreter's teardown (torch imported: index, labels, train, evaluate) that kept DuckDB
+        # alive at exit and nanobind reported all its types as leaked (issue 16).
+        gx.data_context.set_context(None)
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, refs: Mapping[str, ArtifactRef]) -> None:

@@ -15,8 +15,19 @@ from typing import Any
 
 from duckdb_engine import Dialect as DuckDBDialect
 from sqlalchemy.dialects import registry
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import TryCast
+
+from baleen_tasks.sql_try_cast import visit_try_cast
 
 SCHEME = "duckdb+buffered"
+
+# Replace duckdb_engine's TRY_CAST compiler (registered on SQLAlchemy's own TryCast class when
+# duckdb_engine was imported above) with the same SQL from a module that holds no DuckDB object:
+# its function kept the duckdb module alive through SQLAlchemy's classes, which outlive the
+# interpreter's teardown once GX is imported, and nanobind then reported DuckDB's types as leaked
+# at every exit (issue 16; see baleen_tasks.sql_try_cast).
+compiles(TryCast, "duckdb")(visit_try_cast)
 
 
 class _BufferedCursor:
