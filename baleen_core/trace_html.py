@@ -104,13 +104,22 @@ def _passage_rows(passages: Sequence[TracedPassage]) -> str:
     return '<table><tr><th>rank</th><th>score</th><th>passage</th></tr>' + "".join(rows) + "</table>"
 
 
+def first_retrieved(trace: ClaimTrace) -> dict[int, int]:
+    """pid → the first hop that retrieved it (a passage can come back at a later hop)."""
+    first: dict[int, int] = {}
+    for h in trace.hops:
+        for p in h.passages:
+            first.setdefault(p.pid, h.hop)
+    return first
+
+
 def render_claim_html(trace: ClaimTrace) -> str:
     """The whole page for one claim (see the module docstring)."""
     verdict_ok = trace.gold_label is None or trace.label == trace.gold_label
     verdict = f'<span class="{"ok" if verdict_ok else "bad"}">{escape(trace.label)}</span> (P(SUPPORTED) = {trace.prob_supported:.3f})'
     gold_label = escape(trace.gold_label) if trace.gold_label else "unknown"
     found = {(f.pid, f.sid) for f in trace.facts}
-    retrieved_at = {p.pid: h.hop for h in trace.hops for p in h.passages}
+    retrieved_at = first_retrieved(trace)
     gold_rows = []
     for f in trace.gold_facts:
         hop = retrieved_at.get(f.pid)

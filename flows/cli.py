@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import sys
 import time
+import traceback
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -102,6 +104,16 @@ def _results_summary(refs: dict, seconds: float) -> None:
     if traces:
         typer.echo(f"Traces of the worst claims: {report_dir / 'traces'}  ({len(traces)} HTML files, e.g. {traces[0].name})")
     typer.echo(f"Finished in {seconds / 60:.1f} min.")
+
+
+#: Commands that run no flow (so need not import Prefect just to adjust its console log).
+COMMANDS_WITHOUT_FLOWS = ("sql", "reports")
+
+
+@app.callback()
+def _before_any_command(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand not in COMMANDS_WITHOUT_FLOWS and not (ctx.obj or {}).get("debug"):
+        _console_logs_to_stdout_without_tracebacks()
 
 
 @app.command()
@@ -331,7 +343,7 @@ def verify(
 def explain(
     uid: Annotated[str, typer.Argument(help="uid of an evaluated claim.")],
     system: SystemOption = "baleen",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: ./baleen-<system>-<uid>.html).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: <store>/reports/<evaluation run>/explain/<system>-<uid>.html).")] = None,
     store: StoreOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -358,9 +370,39 @@ def explain(
     except KeyError as err:
         typer.echo(str(err).strip("'\""), err=True)
         raise typer.Exit(2) from None
-    path = output or Path(f"baleen-{system}-{uid}.html")
-    path.write_text(render_claim_html(trace))
+    html = render_claim_html(trace)
+    if output is None:  # beside the evaluation's other reports, named once: <system>-<uid>.html
+        path = db.write_report(run, f"explain/{system}-{uid}.html", html)
+    else:
+        path = output
+        path.write_text(html)
     typer.echo(f"wrote {path.resolve()} (open it in a browser; it needs no server)")
+
+
+reports_app = typer.Typer(no_args_is_help=True, help="The store's reports: evaluation reports, their plots, HTML traces.")
+app.add_typer(reports_app, name="reports")
+
+
+@reports_app.command("serve")
+def reports_serve(
+    port: Annotated[Optional[int], typer.Option(help="Port (default: the one of $BALEEN_REPORTS_URL, else 8765: where report links point).")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind; the default answers this machine only.")] = "127.0.0.1",
+    store: StoreOption = None,
+) -> None:
+    """Serve the store's reports/ over http, read-only, so that the Prefect UI's links to HTML traces open."""
+    _use_store(store)
+    from baleen_core.config import default_store_root
+    from baleen_storage.report_server import report_server, serving_port
+
+    root = default_store_root() / "reports"
+    server = report_server(root, host, serving_port() if port is None else port)
+    typer.echo(f"serving {root} at http://{host}:{server.server_address[1]}/ (read-only; Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 def _cut(text: str, width: int) -> str:
@@ -436,20 +478,82 @@ def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_w
 DEBUG_FLAG = "--debug"
 
 
+class _WithoutTraceback(logging.Formatter):
+    """Formats a record as ``inner`` would, minus its traceback: the console shows what happened
+    in one line, while the API handler (the flow run's log in the UI) still gets the traceback,
+    since the record itself is left untouched."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
+        return self.inner.format(bare)
+
+
+def _console_logs_to_stdout_without_tracebacks() -> None:
+    """Prefect's console log (run progress) goes to stdout without tracebacks, so that stderr holds
+    only what went wrong: the one ``error:`` line and its hint. ``--debug`` keeps Prefect's own
+    console handler (stderr, full tracebacks)."""
+    from prefect.logging.configuration import ensure_logging_setup
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    ensure_logging_setup()  # Prefect's handlers exist from here on; later setups are incremental
+
+    loggers = [logging.getLogger()] + [l for l in logging.Logger.manager.loggerDict.values() if isinstance(l, logging.Logger)]
+    for handler in {h for logger in loggers for h in logger.handlers if isinstance(h, PrefectConsoleHandler)}:
+        if isinstance(handler.formatter, _WithoutTraceback):
+            continue  # adjusted by an earlier command in this process (tests run several)
+        handler.setStream(_CURRENT_STDOUT)
+        handler.console.file = _CURRENT_STDOUT  # the Rich console keeps its own reference to the stream
+        handler.setFormatter(_WithoutTraceback(handler.formatter or logging.Formatter()))
+
+
+class _CurrentStdout:
+    """Whatever ``sys.stdout`` is when a record is written, not when the handler was set up: a
+    command run in-process (typer's CliRunner) swaps stdout for a buffer it closes afterwards."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(sys.stdout, name)
+
+
+_CURRENT_STDOUT = _CurrentStdout()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run a command. An error prints one ``error: ...`` line and a hint and exits 1; with
     ``--debug`` (anywhere on the line) it raises with its full traceback instead."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in args
     try:  # usage errors and typer.Exit end here as SystemExit, with typer's own message
-        app(args=[a for a in args if a != DEBUG_FLAG], prog_name="baleen")
+        app(args=[a for a in args if a != DEBUG_FLAG], prog_name="baleen", obj={"debug": debug})
     except Exception as err:
         if debug:
             raise
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         typer.echo(f"error: {message}", err=True)
         typer.echo(f"  (run again with {DEBUG_FLAG} for the traceback; a flow run's log in the Prefect UI has it too)", err=True)
+        _release_frames(err)
         sys.exit(1)
+
+
+def _release_frames(err: BaseException) -> None:
+    """Drop the local variables of the failed call's frames. Prefect keeps the exception (in the
+    run's final state) until the process exits, and with it, through its traceback, whatever the
+    failing frames held, e.g. a gate's closed DuckDB connection: DuckDB's objects would then
+    outlive its module at exit and nanobind would report them as leaked."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        err = err.__cause__ or err.__context__
 
 
 if __name__ == "__main__":

@@ -11,9 +11,13 @@ from memory, so ``baleen sql`` over ``claim_metrics`` (or over ``predictions`` a
 
 from __future__ import annotations
 
+import base64
 import io
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote
+from uuid import UUID
 
 import pyarrow as pa
 from prefect import task
@@ -25,12 +29,14 @@ from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
+from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
+from baleen_storage.report_server import report_url
 from baleen_tasks.condensing import passages_by_pid
 from baleen_tasks.policies import GPU_TAG
-from baleen_tasks.reporting import Progress, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
+from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).
 ModelRefs = Mapping[str, ArtifactRef]
@@ -284,14 +290,24 @@ def funnel_table(metric_rows: Mapping[str, Sequence[dict]]) -> str:
     )
 
 
-def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict]) -> str:
+#: Metric columns per table in the Prefect UI: its artifact column is about 650 pixels wide, and
+#: the new UI draws a wider table under the details beside it.
+UI_METRICS_PER_TABLE = 4
+
+
+def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict], metrics_per_table: int = len(METRICS)) -> str:
+    """The metrics by system and hop count, ``metrics_per_table`` columns of them per table, and the throughput."""
+
     def cell(row: dict, m: str) -> str:
         return "—" if row[m] is None else f"{row[m]:.3f} [{row[m + '_ci'][0]:.3f}, {row[m + '_ci'][1]:.3f}]"
 
-    rows = ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in METRICS]) for row in summary)
+    tables = []
+    for start in range(0, len(METRICS), metrics_per_table):
+        shown = METRICS[start : start + metrics_per_table]
+        tables.append(_per_hop_table("system", shown, ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in shown]) for row in summary)))
     speed = "\n".join(f"| {s} | {t['claims']} | {t['seconds']} | {t['claims_per_second']} | {t['device']} |" for s, t in throughput.items())
     return (
-        _per_hop_table("system", METRICS, rows) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops: every gold passage read by the condensers "
+        "\n\n".join(tables) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops: every gold passage read by the condensers "
         "(k per hop); retrieval_at_100: every gold passage among the first 100 distinct passages retrieved over the hops.\n\n"
         "| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
     )
@@ -301,7 +317,8 @@ def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure laid out as it was made keeps that layout
+        fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
     return buffer.getvalue()
@@ -323,14 +340,15 @@ def plotted_metrics(summary: Sequence[dict]) -> list[str]:
 
 def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
     """One panel per metric that is not zero everywhere: grouped bars (systems) per hop count,
-    with the 95% intervals."""
+    with the 95% intervals. Two panels a row and one legend above them: the figure stays readable
+    where it is shown narrow (the Prefect UI's artifact column is about 650 pixels wide)."""
     plt = _pyplot()
     systems = list(dict.fromkeys(r["system"] for r in summary))
     groups = list(dict.fromkeys(r["hops"] for r in summary))
     metrics = plotted_metrics(summary) or list(METRICS[:1])
-    columns = min(4, len(metrics))
+    columns = min(2, len(metrics))
     rows_of_panels = -(-len(metrics) // columns)
-    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(3.75 * columns, 3.3 * rows_of_panels), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(3.6 * columns, 2.6 * rows_of_panels + 0.5), sharey=True, squeeze=False, layout="constrained")
     for ax in axes.ravel()[len(metrics) :]:
         ax.remove()
     width = 0.8 / len(systems)
@@ -344,10 +362,10 @@ def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
             ax.bar(xs, values, width, yerr=errors, capsize=2, label=system)
         # a little headroom above 1 keeps the caps of intervals that reach 1 inside the axes
         ax.set(title=metric, xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1.08))
-    axes.ravel()[0].legend(fontsize=8)
+    fig.legend(*axes.ravel()[0].get_legend_handles_labels(), loc="outside upper center", ncols=min(len(systems), 3), fontsize=8, frameon=False)
     left_out = [m for m in METRICS if m not in metrics]
     if left_out:
-        fig.text(0.01, 0.005, "0 for every system, not drawn: " + ", ".join(left_out), fontsize=8, color="#555555")
+        fig.supxlabel("0 for every system, not drawn: " + ", ".join(left_out), fontsize=8, color="#555555")
     return _png(fig)
 
 
@@ -443,6 +461,74 @@ def claim_trace(
     )
 
 
+#: The most the report artifact embeds as data URIs, all plots together (characters of base64).
+#: Prefect's server stores an artifact's data as JSON with no cap of its own, but the UI fetches it
+#: whole, and its Artifacts page every artifact's latest version at once: a megabyte keeps both
+#: quick (the three plots take about 0.15 MB on the demo).
+EMBEDDED_PLOTS_LIMIT = 1_000_000
+
+
+def png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def embedded_plots(plots: Mapping[str, bytes], folder: Path, limit: int = EMBEDDED_PLOTS_LIMIT) -> str:
+    """The plots as Markdown images that carry their PNG (the Prefect UI cannot reach the files
+    beside report.md); a plot that would take the total past ``limit`` becomes a line saying where
+    its file is."""
+    lines, used = [], 0
+    for name, png in plots.items():
+        uri = png_data_uri(png)
+        if used + len(uri) > limit:
+            lines.append(f"*{name} ({len(png) // 1024} KiB) is too large to show here; it is beside the report: {folder / name}*")
+            continue
+        used += len(uri)
+        lines.append(f"![{name}]({uri})")
+    return "\n\n".join(lines)
+
+
+def plot_files(paths: Mapping[str, Path]) -> str:
+    """The plots as Markdown images of the files beside report.md (relative, so the folder can move)."""
+    return "\n\n".join(f"![{name}]({path.name})" for name, path in paths.items())
+
+
+def _claim_line(trace: ClaimTrace, width: int = 110) -> str:
+    claim = trace.claim if len(trace.claim) <= width else trace.claim[: width - 1] + "…"
+    return f"{trace.num_hops} hops, predicted {trace.label}, gold {trace.gold_label}: {literal(claim)}"
+
+
+def trace_files(traces: Sequence[tuple[ClaimTrace, Path]]) -> str:
+    """Links from report.md to the HTML traces in ``traces/`` beside it."""
+    return "\n".join(f"- [{literal(t.uid)}](traces/{quote(path.name)}): {_claim_line(t)}" for t, path in traces)
+
+
+def trace_artifact_links(traces: Sequence[tuple[ClaimTrace, Path]], artifact_ids: Sequence[UUID | None], reports_root: Path) -> str:
+    """Links from the report artifact: to each trace's markdown artifact in the UI, and to its HTML
+    page on the report server (a browser will not follow a file:// link out of an http:// page)."""
+    if not traces:
+        return ""
+    lines = []
+    for (t, path), artifact_id in zip(traces, artifact_ids, strict=True):
+        name = f"[{literal(t.uid)}]({artifact_url(artifact_id)})" if artifact_id else literal(t.uid)
+        lines.append(f"- {name}: {_claim_line(t)} ([HTML]({report_url(reports_root, path)}))")
+    return "\n".join(lines) + "\n\nHTML pages (every FLIPR token match) open while `baleen reports serve` runs."
+
+
+def report_markdown(heading: str, plots: str, traces: str, main: str) -> str:
+    """The report around its plots and trace links, which differ between report.md (files beside
+    it) and the Prefect artifact (plots embedded, links into the UI and to the report server)."""
+    return f"{heading}\n{plots}\n" + (f"\n## Traces of the worst claims ({main})\n\n{traces}\n" if traces else "")
+
+
+def publish_traces(traces: Sequence[tuple[ClaimTrace, Path]], split: str) -> list[UUID | None]:
+    """Each worst claim's trace as a markdown artifact, keyed by rank (``evaluation-<split>-worst-1``
+    is always the worst claim of the latest run); their ids (None outside a run)."""
+    return [
+        publish_markdown(key=f"evaluation-{split}-worst-{rank}", markdown=render_claim_markdown(t), description=f"Trace of claim {t.uid}, the {t.system} system's #{rank} worst on {split} (HTML: {path})")
+        for rank, (t, path) in enumerate(traces, 1)
+    ]
+
+
 def worst_claims(rows: Sequence[dict], n: int) -> list[str]:
     """The ``n`` claims the system did worst on: lowest passage F1, then wrong label, then most hops."""
     ranked = sorted(rows, key=lambda r: (r["passage_f1"], r["label_accuracy"] or 0.0, -r["num_hops"], r["uid"]))
@@ -463,8 +549,10 @@ def evaluation_report(
     run_id: str,
 ) -> dict:
     """The metric table (systems × hop counts, bootstrap intervals), throughput, three plots and
-    HTML traces of the full system's worst claims: files under ``reports/<run>/evaluation/`` and
-    Prefect table, markdown and link artifacts."""
+    traces of the full system's worst claims: files under ``reports/<run>/evaluation/`` (report.md
+    beside its plots, HTML traces in ``traces/``), and Prefect artifacts: the metric table, the
+    report with its plots embedded, each worst claim's trace as markdown, and a link to the worst
+    one's HTML page on the report server."""
     store, ev = ArtifactStore(store_root), config.evaluation
     metric_rows = {system: store.read_table(refs["claim_metrics"]).to_pylist() for system, refs in outputs.items()}
     summary = summary_rows(metric_rows, ev.bootstrap, ev.seed)
@@ -481,7 +569,7 @@ def evaluation_report(
         "gold-first-found.png": first_found_plot(metric_rows),
     }
     paths = {name: store.write_report(run_id, f"evaluation/{name}", data) for name, data in plots.items()}
-    traces = []
+    traces: list[tuple[ClaimTrace, Path]] = []
     main = "baleen" if "baleen" in outputs else next(iter(outputs))
     if ev.worst_claims:
         searcher = None
@@ -489,27 +577,29 @@ def evaluation_report(
             searcher = system_retriever(store, main, config, models, passages, sentences)
         for uid in worst_claims(metric_rows[main], ev.worst_claims):
             trace = claim_trace(store, main, uid, outputs[main], claims, gold_facts, passages, sentences, searcher)
-            traces.append(store.write_report(run_id, f"evaluation/traces/{main}-{uid}.html", render_claim_html(trace)))
-    table = markdown_table(summary, throughput)
+            traces.append((trace, store.write_report(run_id, f"evaluation/traces/{main}-{uid}.html", render_claim_html(trace))))
     differences = difference_rows(metric_rows, main, ev.bootstrap, ev.seed) if len(outputs) > 1 else []
-    if differences:
-        table += f"\n## {main} against each other system, claim by claim\n\n" + differences_table(differences)
-    table += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
+    comparisons = f"\n## {main} against each other system, claim by claim\n\n" + differences_table(differences) if differences else ""
+    comparisons += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
+    table = markdown_table(summary, throughput) + comparisons
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
-    trace_links = "\n".join(f"- [{p.stem}]({p.as_uri()})" for p in traces)
-    markdown = (
-        f"# Evaluation on {split} ({len(metric_rows[main])} claims, stage-2 threshold {config.condenser.stage2_threshold})\n\n{systems}\n\n{table}\n"
-        + "\n".join(f"![{name}]({path.name})" for name, path in paths.items())
-        + (f"\n\n## Traces of the worst claims ({main})\n\n{trace_links}\n" if traces else "\n")
-    )
-    report = store.write_report(run_id, "evaluation/report.md", markdown)
+    title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, stage-2 threshold {config.condenser.stage2_threshold})\n\n{systems}\n\n"
+    report = store.write_report(run_id, "evaluation/report.md", report_markdown(f"{title}{table}\n", plot_files(paths), trace_files(traces), main))
     publish_table(
         key=f"evaluation-{split}",
         table=[{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if not k.endswith("_ci")} for row in summary],
         description=f"HoVer metrics on {split}, every system × hop count (bootstrap intervals in {report})",
     )
-    publish_markdown(key=f"evaluation-{split}-report", markdown=markdown, description=f"Evaluation report ({report})")
-    for path in traces[:1]:
-        publish_link(key=f"evaluation-{split}-worst-trace", link=path.as_uri(), description=f"HTML trace of the worst {main} claim; the others are beside it in {path.parent}")
+    reports_root = store.root / "reports"
+    trace_ids = publish_traces(traces, split)
+    ui_heading = f"{title}{markdown_table(summary, throughput, UI_METRICS_PER_TABLE)}{comparisons}\n"
+    ui_markdown = report_markdown(ui_heading, embedded_plots(plots, report.parent), trace_artifact_links(traces, trace_ids, reports_root), main)
+    publish_markdown(key=f"evaluation-{split}-report", markdown=ui_markdown, description=f"Evaluation report ({report})")
+    for _, path in traces[:1]:
+        publish_link(
+            key=f"evaluation-{split}-worst-trace",
+            link=report_url(reports_root, path),
+            description=f"HTML trace of the worst {main} claim, served by `baleen reports serve` (start it, then open this); the same trace is the markdown artifact evaluation-{split}-worst-1",
+        )
     run_logger().info("evaluation report: %s\n%s", report, table)
-    return {"report": str(report), "summary": summary, "differences": differences, "plots": [str(p) for p in paths.values()], "traces": [str(p) for p in traces]}
+    return {"report": str(report), "summary": summary, "differences": differences, "plots": [str(p) for p in paths.values()], "traces": [str(p) for _, p in traces]}

@@ -21,3 +21,11 @@ def test_page_marks_gold_escapes_text_and_names_the_missed_passage():
     assert "retrieved at hop 1; in the final facts" in page
     assert "kelda→kelda 0.93" in page and "claim (1 counted)" in page
     assert "0.667" in page and "—" in page  # metrics, None shown as a dash
+
+
+def test_a_gold_passage_retrieved_again_later_counts_from_its_first_hop():
+    gold = TracedFact(1, 0, "Kelda Marrow", "Kelda is an actress.", None, True)
+    kelda = TracedPassage(1, "Kelda Marrow", "Kelda is an actress.", 14.2, True)
+    hops = tuple(TracedHop(h, (kelda,), (), ()) for h in (1, 2, 3))
+    trace = ClaimTrace("u1", "baleen", "Kelda acts.", 3, "SUPPORTED", "SUPPORTED", 0.8, hops, (), (gold,))
+    assert "retrieved at hop 1; not in the final facts" in render_claim_html(trace)

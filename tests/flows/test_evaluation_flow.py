@@ -90,6 +90,49 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     assert all((reports / name).read_bytes().startswith(b"\x89PNG") for name in ("metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"))
     pages = sorted((reports / "traces").glob("baleen-*.html"))
     assert len(pages) == 2 and "Hop 1" in pages[0].read_text() and "counted" in pages[0].read_text()
+    assert "![retrieval-at-k.png](retrieval-at-k.png)" in markdown and "](traces/baleen-" in markdown  # relative: beside report.md
+
+
+def _published_artifacts(flow_run_id: str) -> dict:
+    """key → artifact of what a flow run published, read back from the session's Prefect server."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)])))
+    return {a.key: a for a in artifacts if a.key}
+
+
+def test_the_prefect_ui_shows_the_plots_and_the_worst_claims_traces(evaluated_world):
+    """What the UI gets from the pipeline's evaluation run: the report with its plots as PNG data
+    URIs, each worst claim's trace as a markdown artifact the report links to, gold marked."""
+    import base64
+    import re
+
+    from baleen_core.trace_markdown import literal
+
+    store, _, refs = evaluated_world
+    published = _published_artifacts(refs["evaluation/baleen/claim_metrics"].manifest.flow_run_id)
+    report = published["evaluation-dev-report"].data
+    images = re.findall(r"!\[([^\]]*)\]\(data:image/png;base64,([^)]*)\)", report)
+    assert [name for name, _ in images] == ["metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"]
+    assert all(base64.b64decode(data, validate=True).startswith(b"\x89PNG\r\n\x1a\n") for _, data in images)
+    assert "file://" not in report
+
+    worst = [published[f"evaluation-dev-worst-{rank}"] for rank in (1, 2)]
+    assert all(f"/artifacts/artifact/{artifact.id})" in report for artifact in worst)
+    uid = re.match(r"# Claim (\S+) · system baleen", worst[0].data).group(1)
+    assert f"/evaluation/traces/baleen-{uid}.html)" in report  # its HTML page, on the report server
+    gold = query(store, f"SELECT DISTINCT p.title FROM gold_facts g JOIN passages p USING (pid) WHERE g.uid = '{uid}'").to_pylist()
+    gold_section = worst[0].data.split("## Gold facts", 1)[1].split("## Final facts", 1)[0]
+    assert gold and all(literal(row["title"]) in gold_section for row in gold)
+    assert gold_section.count("retrieved at hop") + gold_section.count("never retrieved") == gold_section.count("\n|") - 2  # every gold fact says what happened
+    assert "## Hop 1" in worst[0].data
+    link = published["evaluation-dev-worst-trace"].data  # Prefect stores a link artifact as "[text](url)"
+    url = re.search(r"\((http://[^)]+)\)$", link).group(1)
+    assert url.startswith("http://127.0.0.1:8765/") and url.endswith(f"/evaluation/traces/baleen-{uid}.html")
 
 
 def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, tmp_path):
@@ -111,3 +154,6 @@ def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, 
     assert claim["claim"].split()[0] in out.read_text() and "Gold facts" in out.read_text()
     result = CliRunner().invoke(app, ["explain", "no-such-claim", "--config", config])
     assert result.exit_code == 2 and "no-such-claim" in result.output
+    result = CliRunner().invoke(app, ["explain", claim["uid"], "--config", config])  # no -o: under the evaluation's reports
+    run = refs["evaluation/baleen/predictions"].manifest.run_id
+    assert result.exit_code == 0 and (store.root / "reports" / run / "explain" / f"baleen-{claim['uid']}.html").is_file(), result.output

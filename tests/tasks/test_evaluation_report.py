@@ -1,7 +1,11 @@
-"""The evaluation report's tables: the paired comparison of the full system with each baseline,
-and where each system loses the gold passages."""
+"""The evaluation report: its tables (the paired comparison of the full system with each baseline,
+where each system loses the gold passages), its plots, and how the Prefect UI shows them and the
+traces."""
 
 from __future__ import annotations
+
+import base64
+import re
 
 import pytest
 
@@ -54,3 +58,117 @@ def test_the_plot_leaves_out_metrics_that_are_zero_for_every_system():
             summary.append(row)
     assert plotted_metrics(summary) == ["passage_f1", "label_accuracy"]
     assert metrics_by_hops_plot(summary).startswith(b"\x89PNG")
+
+
+# ---- what the report shows in the Prefect UI: plots embedded, traces linked over http ----------
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+DATA_URI_IMAGE = re.compile(r"!\[([^\]]*)\]\(data:image/png;base64,([^)]*)\)")
+
+
+def _summary():
+    from baleen_tasks.evaluation import METRICS
+
+    rows = []
+    for system, value in (("baleen", 0.6), ("bm25-multihop", 0.4)):
+        for hops in ("2", "3", "all"):
+            rows.append({"system": system, "hops": hops, "claims": 4} | {m: value for m in METRICS} | {f"{m}_ci": (value - 0.1, value + 0.1) for m in METRICS})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def plots() -> dict[str, bytes]:
+    """The report's three plots, drawn by the report's own functions."""
+    from baleen_tasks.evaluation import first_found_plot, metrics_by_hops_plot, retrieval_curve_plot
+
+    retrieved = {"baleen": {"a": [3, 1, 2], "b": [5, 4]}, "bm25-multihop": {"a": [1, 9], "b": [4, 8]}}
+    metric_rows = {"baleen": [{"gold_first_hop": [1, 2]}, {"gold_first_hop": [None]}], "bm25-multihop": [{"gold_first_hop": [1, None]}]}
+    return {
+        "metrics-by-hops.png": metrics_by_hops_plot(_summary()),
+        "retrieval-at-k.png": retrieval_curve_plot(retrieved, {"a": {1, 2}, "b": {4}}, max_k=10),
+        "gold-first-found.png": first_found_plot(metric_rows),
+    }
+
+
+def test_report_artifact_carries_each_plot_as_a_png_data_uri(plots, tmp_path):
+    from baleen_tasks.evaluation import EMBEDDED_PLOTS_LIMIT, embedded_plots, report_markdown
+
+    markdown = report_markdown("# Evaluation on dev\n", embedded_plots(plots, tmp_path), "", "baleen")
+    images = DATA_URI_IMAGE.findall(markdown)
+    assert [name for name, _ in images] == list(plots)
+    for (name, data), png in zip(images, plots.values(), strict=True):
+        decoded = base64.b64decode(data, validate=True)  # strict: any stray character fails
+        assert decoded.startswith(PNG_SIGNATURE) and decoded == png, name
+    assert ".png)" not in DATA_URI_IMAGE.sub("", markdown)  # no image left pointing at a file
+    # compact: the three plots together leave most of the budget unused
+    assert sum(len(data) for _, data in images) < EMBEDDED_PLOTS_LIMIT / 3
+
+
+def test_a_plot_past_the_limit_becomes_a_line_naming_its_file(plots, tmp_path):
+    from baleen_tasks.evaluation import embedded_plots, png_data_uri
+
+    first = len(png_data_uri(plots["metrics-by-hops.png"]))
+    markdown = embedded_plots(plots, tmp_path, limit=first + 10)
+    assert [name for name, _ in DATA_URI_IMAGE.findall(markdown)] == ["metrics-by-hops.png"]
+    for name in ("retrieval-at-k.png", "gold-first-found.png"):
+        assert f"*{name} (" in markdown and f"too large to show here; it is beside the report: {tmp_path / name}*" in markdown
+
+
+def test_report_file_keeps_relative_plots_and_trace_links(tmp_path):
+    from baleen_core.trace_html import ClaimTrace
+    from baleen_tasks.evaluation import plot_files, report_markdown, trace_files
+
+    trace = ClaimTrace("u 7", "baleen", "A claim.", 3, "SUPPORTED", "NOT_SUPPORTED", 0.2, (), (), ())
+    folder = tmp_path / "reports" / "run1" / "evaluation"
+    markdown = report_markdown("# Evaluation\n", plot_files({"retrieval-at-k.png": folder / "retrieval-at-k.png"}), trace_files([(trace, folder / "traces" / "baleen-u 7.html")]), "baleen")
+    assert "![retrieval-at-k.png](retrieval-at-k.png)" in markdown
+    assert "- [u 7](traces/baleen-u%207.html): 3 hops, predicted NOT_SUPPORTED, gold SUPPORTED: A claim." in markdown
+    assert "file://" not in markdown and "## Traces of the worst claims (baleen)" in markdown
+
+
+def test_trace_links_lead_to_the_ui_artifact_and_the_report_server(tmp_path, monkeypatch):
+    from uuid import uuid4
+
+    from baleen_core.trace_html import ClaimTrace
+    from baleen_tasks.evaluation import trace_artifact_links
+
+    monkeypatch.delenv("BALEEN_REPORTS_URL", raising=False)
+    traces = [(ClaimTrace(uid, "baleen", f"Claim {uid}.", 2, "SUPPORTED", "SUPPORTED", 0.9, (), (), ()), tmp_path / "reports" / "run1" / "evaluation" / "traces" / f"baleen-{uid}.html") for uid in ("u1", "u2")]
+    ids = [uuid4(), None]  # u2: published outside a run, so no artifact to link to
+    links = trace_artifact_links(traces, ids, tmp_path / "reports").splitlines()
+    assert links[0].startswith("- [u1](") and f"/artifacts/artifact/{ids[0]})" in links[0]
+    assert links[0].endswith("([HTML](http://127.0.0.1:8765/run1/evaluation/traces/baleen-u1.html))")
+    assert links[1].startswith("- u2: 2 hops") and "/artifacts/" not in links[1]
+    assert "baleen reports serve" in links[-1]
+
+    monkeypatch.setenv("BALEEN_REPORTS_URL", "http://reports.example:9000/store/")
+    assert "([HTML](http://reports.example:9000/store/run1/evaluation/traces/baleen-u1.html))" in trace_artifact_links(traces, ids, tmp_path / "reports")
+    assert trace_artifact_links([], [], tmp_path / "reports") == ""
+
+
+def test_trace_artifact_links_open_the_servers_default_ui_or_the_cloud_workspace():
+    from uuid import uuid4
+
+    from prefect.settings import PREFECT_UI_URL, temporary_settings
+
+    from baleen_tasks.reporting import artifact_url
+
+    artifact = uuid4()
+    with temporary_settings({PREFECT_UI_URL: "http://127.0.0.1:4200/"}):
+        assert artifact_url(artifact) == f"http://127.0.0.1:4200/v2/artifacts/artifact/{artifact}"
+    with temporary_settings({PREFECT_UI_URL: "https://app.prefect.cloud/account/a1/workspace/w1"}):
+        assert artifact_url(artifact) == f"https://app.prefect.cloud/account/a1/workspace/w1/artifacts/artifact/{artifact}"
+
+
+def test_the_ui_splits_the_metric_table_into_narrow_ones():
+    from baleen_tasks.evaluation import METRICS, UI_METRICS_PER_TABLE, markdown_table
+
+    throughput = {"baleen": {"claims": 4, "seconds": 2.0, "claims_per_second": 2.0, "device": "cpu"}}
+    wide, narrow = markdown_table(_summary(), throughput), markdown_table(_summary(), throughput, UI_METRICS_PER_TABLE)
+    headers = [line for line in narrow.splitlines() if line.startswith("| system | hops | claims |")]
+    assert len(headers) == -(-len(METRICS) // UI_METRICS_PER_TABLE)
+    assert all(line.count("|") - 4 <= UI_METRICS_PER_TABLE for line in headers)
+    assert [m.strip() for line in headers for m in line.strip("| ").split(" | ")[3:]] == list(METRICS)  # each once, in order
+    # the same cells, only regrouped: each system × hop count row once per table
+    assert narrow.count("| baleen | all | 4 | 0.600 [0.500, 0.700]") == len(headers) and wide.count("| baleen | all | 4 |") == 1
+    assert narrow.count("0.600 [0.500, 0.700]") == wide.count("0.600 [0.500, 0.700]")
