@@ -15,6 +15,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig
+from baleen_flows.run_names import evaluation_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
 from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
@@ -54,7 +55,7 @@ def trained_models(
 INDEX_MODELS = ("index", "untrained_index", "colbert_index")
 
 
-@flow(name="evaluation", flow_run_name="evaluation", log_prints=True)
+@flow(name="evaluation", flow_run_name=evaluation_run_name, log_prints=True)
 def evaluation_flow(
     config_path: str | None = None,
     run_id: str | None = None,

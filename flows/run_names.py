@@ -30,3 +30,23 @@ def encode_shards_run_name() -> str:
     """``encode-shards · flipr-r0 · 3 shards``."""
     params = flow_run.parameters
     return f"encode-shards · {params.get('tag') or 'untrained'} · {len(params.get('plan') or [])} shards"
+
+
+def _claims_and_config(params: dict) -> str:
+    claims = params.get("claims_run")
+    config = Path(params.get("config_path") or "").stem or "default config"
+    return f"{f'claims {claims}' if claims else 'newest claims'} · {config}"
+
+
+def training_run_name() -> str:
+    """``training · claims 2026… · demo-config`` (or ``newest claims``, ``default config``)."""
+    return f"training · {_claims_and_config(flow_run.parameters)}"
+
+
+def evaluation_run_name() -> str:
+    """``evaluation · dev · claims 2026… · demo-config``: the split comes from the config."""
+    from baleen_core.config import BaleenConfig
+
+    params = flow_run.parameters
+    split = BaleenConfig.load(params.get("config_path")).evaluation.split  # validated before the flow started
+    return f"evaluation · {split} · {_claims_and_config(params)}"

@@ -20,6 +20,7 @@ from prefect import flow
 
 from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
+from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
 from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
@@ -30,7 +31,7 @@ from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
 from baleen_tasks.validation import validate_artifact
 
 
-@flow(name="training", flow_run_name="training", log_prints=True)
+@flow(name="training", flow_run_name=training_run_name, log_prints=True)
 def training_flow(
     config_path: str | None = None,
     run_id: str | None = None,

@@ -137,8 +137,8 @@ REJECTS = ArtifactSchema(
             _col("artifact", pa.string(), "Artifact the row was meant for (passages, claims, gold_facts)."),
             _col("reason", pa.string(), "A RejectReason value."),
             _col("source_file", pa.string(), "Input file, relative to its source root."),
-            _col("line", pa.int64(), "1-based line (or list position for JSON arrays) in that file."),
-            _col("key", pa.string(), "What the row was about: a title, a uid, 'uid|title|sid'."),
+            _col("line", pa.int64(), "1-based line in that file where the record starts (for a JSON array file, the line of its element's opening brace)."),
+            _col("key", pa.string(), "What the row was about: a title (else the record's id), a uid, 'uid|title|sid'."),
             _col("detail", pa.string(), "Human-readable explanation: what to fix."),
             _col("record", pa.string(), "The offending input, truncated to 500 characters.", nullable=True),
         ]

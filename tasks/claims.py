@@ -9,7 +9,7 @@ from baleen_core.config import DatasetConfig
 from baleen_schemas import CLAIMS, GOLD_FACTS, REJECTS
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
 from baleen_tasks.policies import retry_on_transient_io
-from baleen_tasks.reporting import flow_run_info, publish_table, run_logger
+from baleen_tasks.reporting import flow_run_info, publish_table, readable, run_logger
 
 PRODUCER = "claims"
 OUTPUTS = ["claims", "gold_facts", "rejects"]
@@ -44,11 +44,11 @@ def ingest_claims(
             writer.write(table)
         refs[name] = writer.ref
     stats = resolved.stats
-    logger.info("claims: %s", stats.as_dict())
+    logger.info("claims: %s", readable(stats.as_dict()))
     publish_table(
         key="claims-ingest",
         table=[{"what": k, "count": v} for k, v in stats.as_dict().items() if not isinstance(v, dict)]
-        + [{"what": f"rejected {k}", "count": v} for k, v in stats.rejects.items()],
+        + [{"what": f"rejected {readable(k)}", "count": v} for k, v in stats.rejects.items()],
         description=f"Claims of {dataset.name} (run {run_id}); flagged claims keep their row, unresolved facts go to rejects.",
     )
     return refs

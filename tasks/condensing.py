@@ -35,7 +35,7 @@ from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOI
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
 from baleen_tasks.policies import GPU_TAG
-from baleen_tasks.reporting import Progress, publish_table, run_logger
+from baleen_tasks.reporting import Progress, publish_table, readable, run_logger
 from baleen_tasks.training import publish_trained_model
 
 SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em", "all_sentences_f1")
@@ -299,7 +299,7 @@ def evaluate_condensers(
             summary.append({"setting": setting, **row, "majority_label_accuracy": round(majority, 4) if row["hops"] == "all" else None})
     store.write_report(run_id, f"training/condensers-{split}.json", json.dumps({"summary": summary, "claims": per_claim}, indent=1))
     publish_table(key=f"condensers-{split}", table=summary, description=f"Condensers and reader on the gold passages of {split} claims")
-    run_logger().info("condensers on %s: %s", split, [row for row in summary if row["hops"] == "all"])
+    run_logger().info("condensers on %s: %s", split, readable([row for row in summary if row["hops"] == "all"]))
     return summary
 
 
@@ -353,5 +353,5 @@ def calibrate_stage2(store_root: str, hop_traces: ArtifactRef, gold_facts: Artif
         "mean_kept": round(sum(len(kept_facts(x, x, *rules, threshold)) for x in scores) / len(scores), 2),
     }
     publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on the engine's last hops over held-out training claims")
-    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", len(uids), result)
+    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", len(uids), readable(result))
     return result

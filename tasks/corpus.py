@@ -11,7 +11,7 @@ from baleen_core.corpus import CorpusMerger, get_splitter, read_source, source_b
 from baleen_schemas import PASSAGES, REJECTS, SENTENCES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
 from baleen_tasks.policies import retry_on_transient_io
-from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
+from baleen_tasks.reporting import Progress, flow_run_info, publish_table, readable, run_logger
 
 PRODUCER = "corpus"
 OUTPUTS = ["passages", "sentences", "rejects"]
@@ -56,7 +56,7 @@ def ingest_corpus(
         if not stats.reconciles():  # a bug, not bad data: never publish artifacts that lose rows
             raise RuntimeError(f"corpus counts do not reconcile: {stats.as_dict()}")
     refs = {name: w.ref for name, w in writers.items()}
-    logger.info("corpus: %s", stats.as_dict())
+    logger.info("corpus: %s", readable(stats.as_dict()))
     publish_table(
         key="corpus-ingest",
         table=[

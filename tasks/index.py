@@ -24,7 +24,7 @@ from baleen_schemas import FLIPR_CODEC, FLIPR_INDEX, FLIPR_SHARD, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
 from baleen_storage.indexes import PRODUCER
 from baleen_tasks.policies import GPU_TAG
-from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
+from baleen_tasks.reporting import Progress, flow_run_info, publish_table, readable, run_logger
 
 
 def index_producer(tag: str | None) -> str:
@@ -99,7 +99,7 @@ def train_index_codec(
             "bytes_per_token": codec.bytes_per_token,
             "seconds": round(time.perf_counter() - started, 2),
         }
-    logger.info("codec: %s", writer.stats)
+    logger.info("codec: %s", readable(writer.stats))
     return writer.ref
 
 
@@ -216,7 +216,7 @@ def build_flipr_index(
     stats = writer.stats
     publish_table(
         key="flipr-index",
-        table=[{"metric": k, "value": str(v)} for k, v in stats.items() if k != "shards"],
+        table=[{"metric": k, "value": readable(v)} for k, v in stats.items() if k != "shards"],
         description=f"FLIPR index of run {run_id}: {n_passages:,} passages, {n_tokens:,} tokens in {len(shards)} shard(s).",
     )
     logger.info("index: %d passages, %d tokens, %s bytes/token", n_passages, n_tokens, stats["bytes_per_token"])

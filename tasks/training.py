@@ -20,7 +20,7 @@ from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_searcher, trained_flipr_tag
 from baleen_tasks.index import encoder_fingerprint
 from baleen_tasks.policies import GPU_TAG
-from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, run_logger
+from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, readable, run_logger
 
 
 def flipr_examples(
@@ -136,10 +136,10 @@ def publish_trained_model(
         rows = [{"model": model, "round": round_number, **{k: h.get(k) for k in TRAINING_STEPS.schema.names if k not in ("model", "round")}} for h in history]
         steps_writer.write(pa.Table.from_pylist(rows, schema=TRAINING_STEPS.schema))
     plot = store.write_report(meta["run_id"], f"training/{meta['producer']}-loss.png", loss_plot(history, title))
-    run_logger().info("%s: %s", title, writer.stats)
+    run_logger().info("%s: %s", title, readable(writer.stats))
     publish_markdown(
         key=f"{meta['producer']}-training",
-        markdown=f"### {title}\n\n" + "\n".join(f"- **{k}**: {v}" for k, v in writer.stats.items()) + f"\n\nLoss curve: `{plot}`",
+        markdown=f"### {title}\n\n" + "\n".join(f"- **{k}**: {readable(v)}" for k, v in writer.stats.items()) + f"\n\nLoss curve: `{plot}`",
         description=f"{model} training",
     )
     return {artifact: writer.ref, "training_steps": steps_writer.ref}
@@ -155,5 +155,5 @@ def retrieval_recall(
     gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, split).to_pylist())
     recall = gold_recall(searcher, [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in gold], [k])[k]
     publish_table(key=f"recall-{label}".lower().replace(" ", "-"), table=[{"hops": h, f"recall@{k}": round(v, 4)} for h, v in recall.items()], description=f"{label}: claim-only Recall@{k} on {split}")
-    run_logger().info("%s: Recall@%d on %s = %s", label, k, split, recall)
+    run_logger().info("%s: Recall@%d on %s: %s", label, k, split, readable({f"{h} hops": v for h, v in recall.items()}))
     return recall

@@ -1,0 +1,92 @@
+"""Bad inputs, as a user meets them: the real `baleen` command in a subprocess, reporting to the
+session's Prefect server. Each fails with exit code 1 and at most 3 lines on stderr, the first
+naming the file and line (or the runs) and what is wrong; the run's log goes to stdout, without
+tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from baleen_core.demo_world import write_demo_world
+from helpers import BALEEN_CLI, TINY
+
+
+def _baleen(args: list[str], store, cwd) -> subprocess.CompletedProcess:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "BALEEN_STORE": str(store), "PREFECT_API_URL": PREFECT_API_URL.value()}
+    return subprocess.run([BALEEN_CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def _assert_fails_in_a_few_lines(result: subprocess.CompletedProcess, first_line_start: str) -> list[str]:
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1, result.stderr
+    assert 1 <= len(lines) <= 3, result.stderr
+    assert lines[0].startswith(first_line_start), lines[0]
+    assert "Traceback" not in result.stdout + result.stderr  # tracebacks only with --debug (and in the UI's log)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def world(prefect_server, tmp_path_factory):
+    """A tiny world and a store that holds its corpus."""
+    root = tmp_path_factory.mktemp("cli-errors")
+    world = write_demo_world(root / "world", TINY)
+    store = root / "store"
+    result = _baleen(["corpus", str(world)], store, root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root, world, store
+
+
+def _copy(world, root, name):
+    copy = root / name
+    shutil.copytree(world, copy)
+    return copy
+
+
+def test_a_truncated_bz2_names_the_file(world):
+    root, world, _ = world
+    bad = _copy(world, root, "truncated")
+    source = sorted((bad / "wiki").rglob("*.bz2"))[0]
+    source.write_bytes(source.read_bytes()[:200])
+    result = _baleen(["corpus", str(bad)], root / "store-truncated", root)
+    _assert_fails_in_a_few_lines(result, f"error: {source.relative_to(bad / 'wiki')}:1: compressed stream ends early")
+    assert "Finished in state Failed" in result.stdout  # the run's own log is still there, on stdout
+
+
+def test_an_empty_claims_file_says_it_is_empty(world):
+    root, world, store = world
+    bad = _copy(world, root, "empty-claims")
+    (bad / "claims_train.json").write_text("")
+    result = _baleen(["claims", str(bad)], store, root)
+    _assert_fails_in_a_few_lines(result, "error: claims_train.json: the file is empty")
+
+
+def test_a_control_character_names_line_and_column(world):
+    root, world, store = world
+    bad = _copy(world, root, "control-character")
+    claims = json.loads((bad / "claims_dev.json").read_text())
+    text = json.dumps(claims, indent=1).replace('"claim": "', '"claim": "\t', 1)  # a raw tab inside a string
+    (bad / "claims_dev.json").write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "\t" in row)
+    result = _baleen(["claims", str(bad)], store, root)
+    _assert_fails_in_a_few_lines(result, f"error: claims_dev.json:{line}: invalid JSON at column ")
+    assert result.stderr.splitlines()[0].endswith(": Invalid control character")
+
+
+def test_claims_of_another_corpus_fail_the_reject_limit(world):
+    """The issue's silent bad outcome: a corpus file removed, most gold facts unknown: the claims
+    run must not pass its gates."""
+    root, world, _ = world
+    partial = _copy(world, root, "partial-corpus")
+    shutil.rmtree(partial / "wiki")  # only the BEIR part of the corpus is left
+    store = root / "store-partial"
+    assert _baleen(["corpus", str(partial)], store, root).returncode == 0
+    result = _baleen(["claims", str(partial)], store, root)
+    lines = _assert_fails_in_a_few_lines(result, "error: gate 'rejects' failed: at most 20% of an artifact's rows are quarantined")
+    assert "artifact=gold_facts" in lines[0] and "main_reason=unknown_title" in lines[0]
