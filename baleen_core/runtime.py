@@ -18,6 +18,9 @@ SAFE_DEFAULTS: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",  # weights come from local paths or installed packages, never a hub
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
+    # transformers' "Loading weights" bar (a local load takes milliseconds) would be the only line
+    # on stderr of a command that went well; our own progress is logged every 10%.
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",  # avoids fork warnings/deadlocks under Prefect's threads
     # The ephemeral Prefect server needs more than the default 20 s to start on 2 slow cores.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
