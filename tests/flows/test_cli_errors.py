@@ -40,6 +40,7 @@ def world(prefect_server, tmp_path_factory):
     store = root / "store"
     result = _baleen(["corpus", str(world)], store, root)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""  # a run that went well leaves stderr empty: no bars, warnings or leak reports
     return root, world, store
 
 
