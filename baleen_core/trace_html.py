@@ -113,19 +113,30 @@ def first_retrieved(trace: ClaimTrace) -> dict[int, int]:
     return first
 
 
+def gold_outcomes(trace: ClaimTrace) -> list[tuple[TracedFact, int | None, bool]]:
+    """What the engine did with each gold fact: (fact, the first hop that retrieved its passage or
+    None, whether it is among the final facts); one reading for the HTML and markdown traces."""
+    final = {(f.pid, f.sid) for f in trace.facts}
+    retrieved_at = first_retrieved(trace)
+    return [(f, retrieved_at.get(f.pid), (f.pid, f.sid) in final) for f in trace.gold_facts]
+
+
+def outcome_text(hop: int | None, kept: bool, never_retrieved: str) -> str:
+    """``retrieved at hop 2; not in the final facts`` (``never_retrieved`` is the marked-up phrase)."""
+    where = f"retrieved at hop {hop}" if hop else never_retrieved
+    return f"{where}; {'in the final facts' if kept else 'not in the final facts'}"
+
+
 def render_claim_html(trace: ClaimTrace) -> str:
     """The whole page for one claim (see the module docstring)."""
     verdict_ok = trace.gold_label is None or trace.label == trace.gold_label
     verdict = f'<span class="{"ok" if verdict_ok else "bad"}">{escape(trace.label)}</span> (P(SUPPORTED) = {trace.prob_supported:.3f})'
     gold_label = escape(trace.gold_label) if trace.gold_label else "unknown"
-    found = {(f.pid, f.sid) for f in trace.facts}
-    retrieved_at = first_retrieved(trace)
-    gold_rows = []
-    for f in trace.gold_facts:
-        hop = retrieved_at.get(f.pid)
-        where = f"retrieved at hop {hop}" if hop else '<span class="tag missed">never retrieved</span>'
-        kept = "in the final facts" if (f.pid, f.sid) in found else "not in the final facts"
-        gold_rows.append(f"<tr><td><b>{escape(f.title)}</b> [{f.sid}]</td><td>{escape(f.text)}</td><td>{where}; {kept}</td></tr>")
+    missed = '<span class="tag missed">never retrieved</span>'
+    gold_rows = [
+        f"<tr><td><b>{escape(f.title)}</b> [{f.sid}]</td><td>{escape(f.text)}</td><td>{outcome_text(hop, kept, missed)}</td></tr>"
+        for f, hop, kept in gold_outcomes(trace)
+    ]
     metrics = "".join(f"<tr><td>{escape(k)}</td><td class='num'>{'—' if v is None else f'{v:.3f}'}</td></tr>" for k, v in trace.metrics.items())
     hops = []
     for h in trace.hops:

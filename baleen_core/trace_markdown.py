@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from baleen_core.retrieval.search import TokenMatch
-from baleen_core.trace_html import ClaimTrace, TracedFact, TracedPassage, first_retrieved
+from baleen_core.trace_html import ClaimTrace, TracedFact, TracedPassage, gold_outcomes, outcome_text
 
 GOLD = "**★ gold**"
 
@@ -64,14 +64,10 @@ def _gold_table(trace: ClaimTrace) -> str:
     """Each gold fact and what the engine did with it."""
     if not trace.gold_facts:
         return "*no gold facts in the corpus*\n"
-    found = {(f.pid, f.sid) for f in trace.facts}
-    retrieved_at = first_retrieved(trace)
-    rows = []
-    for f in trace.gold_facts:
-        hop = retrieved_at.get(f.pid)
-        where = f"retrieved at hop {hop}" if hop else "**never retrieved**"
-        kept = "in the final facts" if (f.pid, f.sid) in found else "not in the final facts"
-        rows.append(f"| {literal(f.title)} \\[{f.sid}\\] | {literal(f.text)} | {where}; {kept} |")
+    rows = [
+        f"| {literal(f.title)} \\[{f.sid}\\] | {literal(f.text)} | {outcome_text(hop, kept, '**never retrieved**')} |"
+        for f, hop, kept in gold_outcomes(trace)
+    ]
     return "| passage [sentence] | text | what the engine did |\n|---|---|---|\n" + "\n".join(rows) + "\n"
 
 
