@@ -78,6 +78,7 @@ def service(tmp_path):
     def run(*args: str) -> str:
         done = subprocess.run([str(BIN / "prefect"), *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"prefect {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert "nanobind" not in done.stderr, done.stderr[-3000:]  # e.g. `prefect deploy` imports every flow
         return done.stdout
 
     try:
@@ -157,13 +158,16 @@ def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
         assert {"table", "markdown", "progress"} <= {a.type for a in artifacts}
         keyed = {a.key: a for a in artifacts if a.key}
         assert {"corpus-ingest", "claims-ingest", "flipr-index", "hop-labels-r0", "evaluation-dev", "evaluation-dev-report", "evaluation-dev-worst-trace"} <= set(keyed)
-        # Prefect stores a link artifact as markdown: [link](file:///…/traces/baleen-<uid>.html)
-        trace = re.search(r"file://(\S+?\.html)", str(keyed["evaluation-dev-worst-trace"].data))
-        assert trace and Path(trace.group(1)).is_file()
+        # Prefect stores a link artifact as markdown: [link](http://127.0.0.1:8765/<run>/evaluation/traces/baleen-<uid>.html),
+        # a page of the store's reports/ that `baleen reports serve` serves
+        trace = re.search(r"\(http://127\.0\.0\.1:8765/(\S+?\.html)\)", str(keyed["evaluation-dev-worst-trace"].data))
+        assert trace and (tmp_path / "store" / "reports" / trace.group(1)).is_file()
 
         # every gpu-tagged task took the single slot and gave it back
         gpu = client.read_concurrency_limit_by_tag("gpu")
         assert gpu.concurrency_limit == 1 and not gpu.active_slots
 
+    # no flow run process (nor the worker) reported DuckDB objects leaked at exit
+    assert "nanobind" not in (tmp_path / "worker.log").read_text()
     # the run wrote its artifacts where the worker's environment said
     assert list((tmp_path / "store" / "artifacts" / "predictions").glob("run=*/producer=eval-baleen/_manifest.json"))
