@@ -95,9 +95,12 @@ def _results_summary(refs: dict, seconds: float) -> None:
         means = [sum(r[m] or 0.0 for r in rows) / len(rows) for m in SUMMARY_METRICS]
         lines.append(f"  {system:<15}" + "".join(f"{v:>15.3f}" for v in means))
     claims = len(rows)
-    report_dir = store.report_path(next(iter(evaluated.values())).manifest.run_id, "evaluation")
+    first = next(iter(evaluated.values())).manifest
+    predictions = next(iter(p for key, p in refs.items() if key.startswith("evaluation/") and key.endswith("/predictions")), None)
+    split = predictions.manifest.params["evaluation"]["split"] if predictions else "evaluated"  # whatever evaluation.split said
+    report_dir = store.report_path(first.run_id, "evaluation")
     traces = sorted((report_dir / "traces").glob("*.html"))
-    typer.echo(f"\nResults on {claims} dev claims, mean per claim (intervals and the breakdown by hop count are in the report):")
+    typer.echo(f"\nResults on {claims} {split} claims, mean per claim (intervals and the breakdown by hop count are in the report):")
     typer.echo(f"  {'system':<15}" + "".join(f"{label:>15}" for label in SUMMARY_METRICS.values()))
     typer.echo("\n".join(lines))
     typer.echo(f"Report: {report_dir / 'report.md'}  (plots beside it: {', '.join(p.name for p in sorted(report_dir.glob('*.png')))})")

@@ -135,6 +135,18 @@ def test_the_prefect_ui_shows_the_plots_and_the_worst_claims_traces(evaluated_wo
     assert url.startswith("http://127.0.0.1:8765/") and url.endswith(f"/evaluation/traces/baleen-{uid}.html")
 
 
+def test_the_run_ends_with_the_results_table(evaluated_world, monkeypatch, capsys):
+    from baleen_flows.cli import _results_summary
+
+    store, _, refs = evaluated_world
+    monkeypatch.setenv("BALEEN_STORE", str(store.root))
+    _results_summary(refs, 90.0)
+    out = capsys.readouterr().out
+    n_dev = query(store, "SELECT count(*) AS n FROM claims WHERE split = 'dev'").to_pylist()[0]["n"]
+    assert f"Results on {n_dev} dev claims" in out  # the split the evaluation read, from its predictions
+    assert all(f"  {system:<15}" in out for system in SYSTEMS) and "Finished in 1.5 min." in out
+
+
 def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, tmp_path):
     from baleen_flows.cli import app
     from baleen_flows.evaluation import evaluation_flow
