@@ -41,12 +41,12 @@ def trained_models(
         except StoreError:  # none, or none of these passages: only colbert-full needs it, and says so
             pass
     if "untrained_index" not in models:
-        models["untrained_index"] = newest_index_of(store, passages, PRODUCER, claims) if passages else store.latest("flipr_index", PRODUCER)
+        models["untrained_index"] = newest_index_of(store, passages, PRODUCER, claims)
     for kind in ("stage1", "stage2", "reader"):
         models.setdefault(kind, store.latest(f"{kind}_checkpoint"))
-    if passages is not None:
+    if passages is not None:  # the ones chosen here are of these passages; the given ones must be too
         for kind in INDEX_MODELS:
-            if kind in models:
+            if kind in (given or {}):
                 check_index_of(store, models[kind], passages, claims)
     return models
 

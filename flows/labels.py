@@ -8,7 +8,7 @@ from prefect import flow
 from baleen_core.config import BaleenConfig
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import trained_flipr_tag
-from baleen_storage.lineage import check_index_of, claims_passages, newest_index_of
+from baleen_storage.lineage import claims_passages, index_for
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.index import index_producer
 from baleen_tasks.labels import label_round, labels_producer
@@ -38,7 +38,7 @@ def labels_flow(
     if labeller == "flipr":
         # round 0 searches the untrained index; round r the one FLIPR trained on round r-1 built
         producer = index_producer(trained_flipr_tag(round_number - 1) if round_number else None)
-        index = check_index_of(store, store.get("flipr_index", index_run, producer), passages, claims) if index_run else newest_index_of(store, passages, producer, claims)
+        index = index_for(store, passages, producer, index_run, claims)
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     previous = store.latest("hop_labels", labels_producer(round_number - 1)) if round_number > 0 else None
     labels = label_round(

@@ -23,7 +23,7 @@ from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
-from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
+from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
 from baleen_tasks.labels import label_round, labels_producer
@@ -46,14 +46,11 @@ def training_flow(
     store = ArtifactStore(config.store_root)
     root, run_id = str(store.root), run_id or new_run_id()
 
-    def pick(name: str, producer: str, run: str | None) -> ArtifactRef:
-        return store.get(name, run, producer) if run else store.latest(name, producer)
-
-    claims = pick("claims", "claims", claims_run)
+    claims = store.get("claims", claims_run, "claims") if claims_run else store.latest("claims", "claims")
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
     passages = passages_for_claims(store, claims, passages_run)  # by lineage, not age
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    index = check_index_of(store, pick("flipr_index", "index", index_run), passages, claims) if index_run else newest_index_of(store, passages, "index", claims)
+    index = index_for(store, passages, "index", index_run, claims)
     device, search = config.retriever.device, config.search
 
     recall_args = (root, claims, gold_facts, sentences, "dev", search, device)

@@ -69,33 +69,27 @@ def trained_flipr_tag(round_number: int) -> str:
 FULL_INTERACTION_TAG = "colbert-full"
 
 
-def _newest(store: ArtifactStore, candidates: list[ArtifactRef], passages: ArtifactRef | None, none_message: str) -> ArtifactRef:
-    if not candidates:
-        raise StoreError(none_message)
-    newest = max(candidates, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
-    if passages is None:
-        return newest
-    matching = [ref for ref in candidates if lineage.indexes(store, ref, passages)]
-    if not matching:
-        return lineage.check_index_of(store, newest, passages)  # raises, naming both runs
-    return max(matching, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
+def _by_age(refs: list[ArtifactRef]) -> list[ArtifactRef]:
+    """Oldest first; the producer breaks ties (flipr-r1's index after flipr-r0's)."""
+    return sorted(refs, key=lambda ref: (ref.manifest.created_at, ref.manifest.producer))
 
 
 def newest_full_interaction_index(store: ArtifactStore, passages: ArtifactRef | None = None) -> ArtifactRef:
     """The newest index of FLIPR trained with full interaction (producer ``index-colbert-full``),
     of ``passages`` when given."""
     trained = store.refs("flipr_index", f"{PRODUCER}-{FULL_INTERACTION_TAG}")
-    return _newest(store, trained, passages, "no index of FLIPR trained with full interaction in this store; run `baleen train` with colbert-full among evaluation.systems")
+    none = "no index of FLIPR trained with full interaction in this store; run `baleen train` with colbert-full among evaluation.systems"
+    return lineage.newest_index_among(store, _by_age(trained), passages, None, none)
 
 
 def newest_trained_index(store: ArtifactStore, passages: ArtifactRef | None = None) -> ArtifactRef:
     """The newest index built with a trained FLIPR (producer ``index-flipr-rN``, the highest round
     of the newest training run), of ``passages`` when given."""
     trained = [ref for ref in store.refs("flipr_index") if ref.manifest.producer.startswith(f"{PRODUCER}-{TRAINED_TAG_PREFIX}")]
-    return _newest(store, trained, passages, "no index built with a trained FLIPR in this store; run `baleen train` first")
+    return lineage.newest_index_among(store, _by_age(trained), passages, None, "no index built with a trained FLIPR in this store; run `baleen train` first")
 
 
 def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[ArtifactRef, ArtifactRef]:
     """The passages and sentences artifacts an index was built from."""
-    run_id = ref.manifest.stats["passages_run"]
-    return store.get("passages", run_id, "corpus"), store.get("sentences", run_id, "corpus")
+    passages = lineage.index_passages(store, ref)
+    return passages, store.get("sentences", passages.manifest.run_id, "corpus")

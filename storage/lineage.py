@@ -22,6 +22,11 @@ def _passages_of_index_run(index: ArtifactRef) -> str:
     return index.manifest.stats["passages_run"]
 
 
+def index_passages(store: ArtifactStore, index: ArtifactRef) -> ArtifactRef:
+    """The passages artifact ``index`` was built from."""
+    return store.get("passages", _passages_of_index_run(index), PASSAGES_PRODUCER)
+
+
 def claims_passages(store: ArtifactStore, claims: ArtifactRef) -> ArtifactRef:
     """The passages artifact ``claims`` were resolved against."""
     wanted = claims.manifest.inputs.get("passages")
@@ -50,8 +55,10 @@ def passages_for_claims(store: ArtifactStore, claims: ArtifactRef, passages_run:
 
 def indexes(store: ArtifactStore, index: ArtifactRef, passages: ArtifactRef) -> bool:
     """Whether ``index`` was built from ``passages`` (or from a run with the same content)."""
+    if _passages_of_index_run(index) == passages.manifest.run_id:
+        return True  # no manifest to read
     try:
-        return store.get("passages", _passages_of_index_run(index), PASSAGES_PRODUCER).fingerprint == passages.fingerprint
+        return index_passages(store, index).fingerprint == passages.fingerprint
     except StoreError:
         return False
 
@@ -69,11 +76,29 @@ def check_index_of(store: ArtifactStore, index: ArtifactRef, passages: ArtifactR
     return index
 
 
-def newest_index_of(store: ArtifactStore, passages: ArtifactRef, producer: str, claims: ArtifactRef | None = None) -> ArtifactRef:
-    """The newest ``producer`` index built from ``passages``; if there is none, the error names the
-    newest index there is and the passages it was built from."""
-    candidates = store.refs("flipr_index", producer)
+def newest_index_among(
+    store: ArtifactStore, candidates: list[ArtifactRef], passages: ArtifactRef | None, claims: ArtifactRef | None, none_message: str
+) -> ArtifactRef:
+    """The newest of ``candidates`` (oldest first) built from ``passages`` (any, when None); if
+    none is, the error names the newest candidate and the passages it was built from."""
     if not candidates:
-        raise StoreError(f"no {producer!r} index in the store at {store.root}; run `baleen index` first")
+        raise StoreError(none_message)
+    if passages is None:
+        return candidates[-1]
     matching = [ref for ref in candidates if indexes(store, ref, passages)]
     return matching[-1] if matching else check_index_of(store, candidates[-1], passages, claims)  # the latter raises
+
+
+def newest_index_of(store: ArtifactStore, passages: ArtifactRef | None, producer: str, claims: ArtifactRef | None = None) -> ArtifactRef:
+    """The newest ``producer`` index built from ``passages`` (see :func:`newest_index_among`)."""
+    none = f"no {producer!r} index in the store at {store.root}; run `baleen index` first"
+    return newest_index_among(store, store.refs("flipr_index", producer), passages, claims, none)
+
+
+def index_for(
+    store: ArtifactStore, passages: ArtifactRef, producer: str, index_run: str | None = None, claims: ArtifactRef | None = None
+) -> ArtifactRef:
+    """Run ``index_run``'s ``producer`` index if given (it must index ``passages``), else the newest one that does."""
+    if index_run:
+        return check_index_of(store, store.get("flipr_index", index_run, producer), passages, claims)
+    return newest_index_of(store, passages, producer, claims)
