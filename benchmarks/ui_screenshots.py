@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # helpers.TINY: the flow tests' tiny world
+sys.path.insert(0, str(ROOT / "tests"))  # helpers: the flow tests' tiny world, ports and process groups
+
+from helpers import free_port, stop_process_group  # noqa: E402
 
 #: The flow tests' small budgets (tests/flows/conftest.py): the tiny models still train, in minutes.
 CONFIG = (
@@ -41,12 +42,6 @@ CONFIG = (
     " reader: {epochs: 2, batch_size: 8, max_examples: 20}}\n"
     "evaluation: {depth: 12, worst_claims: 3, bootstrap: 200}\n"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -70,15 +65,6 @@ def start_prefect_server(home: Path, port: int, log: Path) -> subprocess.Popen:
     env.pop("PREFECT_API_URL", None)
     prefect = str(Path(sys.executable).parent / "prefect")
     return subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
 
 
 def chromium() -> str:
@@ -238,7 +224,7 @@ def main() -> None:
         print(json.dumps(summary, indent=2))
         reports.shutdown()
     finally:
-        stop(server)
+        stop_process_group(server)
         if not args.keep and not args.reuse:
             shutil.rmtree(work, ignore_errors=True)
         else:

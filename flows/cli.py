@@ -517,12 +517,6 @@ class _CurrentStdout:
     """Whatever ``sys.stdout`` is when a record is written, not when the handler was set up: a
     command run in-process (typer's CliRunner) swaps stdout for a buffer it closes afterwards."""
 
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
     def __getattr__(self, name: str):
         return getattr(sys.stdout, name)
 

@@ -6,6 +6,7 @@ import bz2
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,7 +35,27 @@ def passage(pid: int, title: str, *sentences: str):
 TINY = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6, n_distractors=15, n_train_claims=30, n_dev_claims=12)
 
 
-# --- real processes: runs of the `baleen` CLI that report to the session's Prefect test server ---
+# --- real processes: servers, workers and runs of the `baleen` CLI ---
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process_group(process: subprocess.Popen) -> None:
+    """SIGTERM the process group (started with ``start_new_session``), SIGKILL it after 20 s."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=20)
+
+
 
 BALEEN_CLI = str(Path(sys.executable).parent / "baleen")
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,29 +18,14 @@ import httpx
 import pytest
 import yaml
 
+from helpers import free_port, stop_process_group
+
 pytestmark = pytest.mark.integration
 
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POOL = "baleen-process"
 FLOWS = {"corpus", "claims", "ingest", "index", "labels", "training", "condensers", "evaluation", "pipeline", "demo"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM the process group, SIGKILL it after 20 s."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
 
 
 def _every(read) -> list:
@@ -56,7 +39,7 @@ def _every(read) -> list:
 @pytest.fixture
 def service(tmp_path):
     """A Prefect server, the work pool, every deployment and a worker; yields (api_url, store)."""
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {
         **os.environ,
@@ -99,7 +82,7 @@ def service(tmp_path):
         yield api, tmp_path
     finally:
         for process in reversed(started):
-            _stop(process)
+            stop_process_group(process)
 
 
 def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
