@@ -319,7 +319,17 @@ class EvaluationConfig(_Strict):
     seed: int = 0
     worst_claims: int = Field(default=5, ge=0, description="HTML traces written for the full system's worst claims.")
     calibrate_stage2: bool = Field(
-        default=True, description="Set condenser.stage2_threshold to maximise kept-fact F1 on the training claims stage 2 held out (never on the evaluated split)."
+        default=True,
+        description="Run the full system on held-out training claims once per threshold in stage2_thresholds and set condenser.stage2_threshold "
+        "to the one whose final facts score the best F1 (never on the evaluated split).",
+    )
+    stage2_thresholds: list[float] = Field(
+        default_factory=lambda: [0.0, -1.0, -2.0, -3.0],
+        min_length=1,
+        description="Stage-2 thresholds (logits) tried by the calibration: 0, -1, -2, -3 keep facts stage 2 thinks gold with P above 0.5, 0.27, 0.12, 0.05.",
+    )
+    calibration_claims: int = Field(
+        default=48, ge=1, description="Held-out training claims the calibration runs on: stage 2's validation claims, then claims stage 2 never read."
     )
 
 
@@ -433,7 +443,7 @@ def demo_preset() -> BaleenConfig:
     runs (hover-mini, HoVer) use the defaults, every system included, or their own config."""
     return BaleenConfig(
         labels=LabelConfig(rounds=1, relabel_for_condensers=False),  # on a few hundred training claims a second FLIPR round memorises them
-        evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"]),
+        evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"], calibration_claims=12),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=200, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=1),

@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -71,7 +71,8 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
-from baleen_core.condensing import READER_LABELS, PassageSentences, Sentence, SequenceModel, calibrate_threshold  # noqa: E402
+from baleen_core.condensing import READER_LABELS, PassageSentences, Sentence, SequenceModel  # noqa: E402
+from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial  # noqa: E402
 from baleen_core.config import (  # noqa: E402
     BaleenConfig,
     CondenserConfig,
@@ -96,7 +97,6 @@ from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
     LabelledHop,
     condensed_facts,
-    held_out_uids,
     reader_examples,
     split_held_out,
     stage1_examples,
@@ -545,17 +545,12 @@ def run_engine(system: str, retriever, trained: Trained, config: BaleenConfig, c
     return verdicts, {"claims": len(inputs), "seconds": round(seconds, 2), "claims_per_s": round(len(inputs) / max(seconds, 1e-9), 3), "claim_hops_per_s": round(hops / max(seconds, 1e-9), 3)}
 
 
-def calibrated_threshold(verdicts: Sequence[Verdict], claims: Claims, condenser: CondenserConfig) -> dict:
-    """tasks/condensing.py's ``calibrate_stage2``: the threshold that maximises the final facts'
-    F1 from what stage 2 read at each held-out claim's last hop, and how it scored it."""
-    last = {v.uid: v.hops[-1] for v in verdicts if v.hops}
-    uids = sorted(last)
-    scores = [[score for _, score in last[u].stage2] for u in uids]
-    flags = [[s.key in claims.gold[u] for s, _ in last[u].stage2] for u in uids]
-    if not any(any(f) for f in flags):  # no threshold changes an F1 of 0: keep the configured one
-        return {"threshold": condenser.stage2_threshold, "held_out_claims": len(uids), "claims_with_gold_read": 0}
-    threshold, f1 = calibrate_threshold(scores, flags, condenser.max_kept, condenser.min_kept, [len(claims.gold[u]) for u in uids])
-    return {"threshold": round(threshold, 4), "held_out_claims": len(uids), "claims_with_gold_read": sum(any(f) for f in flags), "final_fact_f1": round(f1, 4)}
+def calibrated_threshold(runs: Sequence[tuple[float, Sequence[Verdict]]], claims: Claims) -> dict:
+    """tasks/condensing.py's ``calibrate_stage2``: of the thresholds the engine ran with on the
+    held-out claims, the one whose final facts score the best F1 against the gold facts."""
+    trials = [threshold_trial(t, [[s.key for s, _ in v.facts] for v in verdicts], [claims.gold[v.uid] for v in verdicts]) for t, verdicts in runs]
+    best = choose_threshold(trials)
+    return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": [asdict(t) for t in trials]}
 
 
 def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims) -> list[dict]:
@@ -591,10 +586,15 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     stage 2 held out, then every system over the same dev claims, scored per claim."""
     engine: dict = {}
     cfg2 = config.training.stage2
-    held = sorted(held_out_uids([h.uid for h in trained.condenser_labels][: cfg2.max_examples], cfg2.validation_share, cfg2.seed))
+    read = [h.uid for h in trained.condenser_labels]
+    held = calibration_claims(read[: cfg2.max_examples], read, cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
     if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
-        verdicts, speed = run_engine("baleen", searcher(trained.flipr, trained.index, config), trained, config, claims, corpus, held)
-        engine["calibration"] = {**calibrated_threshold(verdicts, claims, config.condenser), **speed}
+        retriever, runs, seconds = searcher(trained.flipr, trained.index, config), [], 0.0
+        for threshold in config.evaluation.stage2_thresholds:
+            verdicts, speed = run_engine("baleen", retriever, trained, config.with_stage2_threshold(threshold), claims, corpus, held)
+            runs.append((threshold, verdicts))
+            seconds += speed["seconds"]
+        engine["calibration"] = {**calibrated_threshold(runs, claims), "seconds": round(seconds, 2)}
         config = config.with_stage2_threshold(engine["calibration"]["threshold"])
         log(f"stage-2 threshold: {engine['calibration']}")
     retrievers = {

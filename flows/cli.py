@@ -314,17 +314,13 @@ def verify(
     cfg, db, models, passages, sentences = _evaluation_setup(config, system)
     if cfg.evaluation.calibrate_stage2:
         from baleen_storage import new_run_id
-        from baleen_tasks.condensing import calibrate_stage2, held_out_claims
-        from baleen_tasks.evaluation import verify_split
+        from baleen_tasks.evaluation import calibrated_config
 
         claims = db.latest("claims", "claims")
         gold_facts = db.get("gold_facts", claims.manifest.run_id, "claims")
-        held = held_out_claims.fn(str(db.root), models["stage2"])
-        # the evaluation flow's calibration run, reused when it exists (a first call runs the engine on the held-out claims)
-        calibration = verify_split.fn(str(db.root), "baleen", claims, passages, sentences, models, cfg, new_run_id(), uids=held)
-        threshold = calibrate_stage2.fn(str(db.root), calibration["hop_traces"], gold_facts, cfg.condenser)["threshold"]
-        cfg = cfg.with_stage2_threshold(threshold)
-        typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {threshold}")
+        # the evaluation flow's calibration runs, reused when they exist (a first call runs the engine on the held-out claims)
+        cfg = calibrated_config(str(db.root), claims, passages, sentences, gold_facts, models, cfg, new_run_id())
+        typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {cfg.condenser.stage2_threshold:g}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
     stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.reader.device if kind == "reader" else cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
     texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731

@@ -1,7 +1,7 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
-    held-out-claims → verify-claims (full system) → calibrate-stage2 (the stage-2 threshold, from
-        the engine's last hops on the training claims stage 2 held out)
+    held-out-claims → verify-claims (full system, once per stage-2 threshold tried) → calibrate-stage2
+        (the threshold whose run ended closest to the gold facts, on training claims stage 2 held out)
     for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
         verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
@@ -20,8 +20,7 @@ from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
 from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
-from baleen_tasks.condensing import calibrate_stage2, held_out_claims
-from baleen_tasks.evaluation import evaluation_report, score_predictions, verify_split
+from baleen_tasks.evaluation import calibrated_config, evaluation_report, score_predictions, verify_split
 from baleen_tasks.validation import validate_artifact
 
 
@@ -75,18 +74,12 @@ def evaluation_flow(
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     models = trained_models(store, models, passages, claims)
     if config.evaluation.calibrate_stage2:
-        held = held_out_claims(root, models["stage2"])
-        calibration = verify_split.with_options(task_run_name=f"calibrate · baleen · {len(held)} held-out training claims")(
-            root, "baleen", claims, passages, sentences, models, config, run_id, force, uids=held
-        )
-        validate_artifact(root, "predictions", calibration)
-        calibrated = calibrate_stage2(root, calibration["hop_traces"], gold_facts, config.condenser)
-        config = config.with_stage2_threshold(calibrated["threshold"])
+        config = calibrated_config(root, claims, passages, sentences, gold_facts, models, config, run_id, force)
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}
     for system in config.evaluation.systems:
         verified = verify_split(root, system, claims, passages, sentences, models, config, run_id, force)
-        validate_artifact(root, "predictions", verified)
+        validate_artifact(root, "predictions", verified, config.gates)
         metrics = score_predictions(root, system, verified["predictions"], verified["hop_traces"], claims, gold_facts, run_id, force)
         outputs[system] = {**verified, "claim_metrics": metrics}
     evaluation_report(root, outputs, claims, gold_facts, passages, sentences, models, config, split, run_id)

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from prefect import task
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, calibrate_threshold
-from baleen_core.condensing.condense import kept_f1, kept_facts
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
+from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
-    held_out_uids,
     split_held_out,
     reader_examples,
     stage1_examples,
@@ -304,54 +303,36 @@ def evaluate_condensers(
 
 
 @task(name="held-out-claims")
-def held_out_claims(store_root: str, stage2: ArtifactRef) -> list[str]:
-    """The training claims stage 2 held out for its validation curve (never the evaluated split):
-    the claims the engine runs on to calibrate the stage-2 threshold."""
+def held_out_claims(store_root: str, stage2: ArtifactRef, most: int) -> list[str]:
+    """The training claims the stage-2 threshold is calibrated on (never the evaluated split):
+    those stage 2 held out for its validation curve, then, up to ``most``, claims it never read."""
     store = ArtifactStore(store_root)
     training = Stage2TrainingConfig.model_validate(stage2.manifest.params["training"])
     labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
     if labels is None:
         raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
-    uids = store.read_table(labels, ["uid"]).column("uid").to_pylist()[: training.max_examples]  # the hops stage 2 read
-    return sorted(held_out_uids(uids, training.validation_share, training.seed))
+    uids = store.read_table(labels, ["uid"]).column("uid").to_pylist()
+    return calibration_claims(uids[: training.max_examples], uids, training.validation_share, training.seed, most)  # stage 2 read the first hops
 
 
 @task(name="calibrate-stage2")
-def calibrate_stage2(store_root: str, hop_traces: ArtifactRef, gold_facts: ArtifactRef, condenser: CondenserConfig) -> dict:
-    """The stage-2 threshold that maximises the F1 of the final facts against each claim's gold
-    facts, from the engine's own last hops on held-out training claims (``hop_traces`` of a
-    calibration run): what stage 2 read there and how it scored it. The run used the configured
-    threshold for its earlier hops, so their contexts are taken as they came."""
+def calibrate_stage2(store_root: str, runs: list[tuple[float, ArtifactRef]], gold_facts: ArtifactRef) -> dict:
+    """The stage-2 threshold whose engine run (``runs``: each tried threshold with the
+    predictions of the full system on the held-out training claims) ended with the final facts
+    closest to the gold ones (:func:`~baleen_core.condensing.calibration.choose_threshold`);
+    every trial is published as a table."""
     store = ArtifactStore(store_root)
-    traces = store.read_table(hop_traces, ["uid", "hop", "stage2_pids", "stage2_sids", "stage2_scores"]).to_pylist()
-    last = {}
-    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
-        last[t["uid"]] = t
-    gold: dict[str, set[tuple[int, int]]] = {}
-    for fact in store.read_rows(gold_facts, "uid", sorted(last), ["uid", "pid", "sid"]).to_pylist():
-        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
-    if not last:
-        run_logger().warning("no held-out training claims to calibrate on: keeping threshold %s", condenser.stage2_threshold)
-        return {"threshold": condenser.stage2_threshold, "held_out_claims": 0}
-    uids = sorted(last)
-    scores = [last[u]["stage2_scores"] for u in uids]
-    flags = [[(p, s) in gold.get(u, set()) for p, s in zip(last[u]["stage2_pids"], last[u]["stage2_sids"], strict=True)] for u in uids]
-    n_gold = [len(gold.get(u, ())) for u in uids]
-    rules = (condenser.max_kept, condenser.min_kept)
-    if not any(any(f) for f in flags):  # no threshold changes an F1 of 0: nothing to learn from
-        run_logger().warning(
-            "stage 2 read no gold fact at the last hop of any of the %d held-out training claims: keeping threshold %s", len(uids), condenser.stage2_threshold
-        )
-        return {"threshold": condenser.stage2_threshold, "held_out_claims": len(uids), "claims_with_gold_read": 0}
-    threshold, f1 = calibrate_threshold(scores, flags, *rules, n_gold)
-    result = {
-        "threshold": round(threshold, 4),
-        "held_out_claims": len(uids),
-        "claims_with_gold_read": sum(any(f) for f in flags),
-        "final_fact_f1": round(f1, 4),
-        "final_fact_f1_at_0": round(kept_f1(scores, flags, 0.0, *rules, n_gold), 4),
-        "mean_kept": round(sum(len(kept_facts(x, x, *rules, threshold)) for x in scores) / len(scores), 2),
-    }
-    publish_table(key="stage2-threshold", table=[result], description="Stage-2 threshold calibrated on the engine's last hops over held-out training claims")
-    run_logger().info("stage-2 threshold calibrated on %d held-out training claims: %s", len(uids), readable(result))
-    return result
+    trials = []
+    for threshold, predictions in runs:
+        rows = store.read_table(predictions, ["uid", "fact_pids", "fact_sids"]).to_pylist()
+        gold: dict[str, set[tuple[int, int]]] = {}
+        for fact in store.read_rows(gold_facts, "uid", [r["uid"] for r in rows], ["uid", "pid", "sid"]).to_pylist():
+            gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+        rows = [r for r in rows if r["uid"] in gold]
+        trials.append(threshold_trial(threshold, [list(zip(r["fact_pids"], r["fact_sids"], strict=True)) for r in rows], [gold[r["uid"]] for r in rows]))
+    best = choose_threshold(trials)
+    table = [{**asdict(t), "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best} for t in trials]
+    table = [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()} for row in table]
+    publish_table(key="stage2-threshold", table=table, description="Stage-2 thresholds tried by running the engine on held-out training claims")
+    run_logger().info("stage-2 threshold %s chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
+    return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": table}

@@ -21,6 +21,7 @@ from uuid import UUID
 
 import pyarrow as pa
 from prefect import task
+from prefect.context import FlowRunContext
 
 from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
@@ -34,16 +35,18 @@ from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
-from baleen_tasks.condensing import passages_by_pid
+from baleen_tasks.condensing import calibrate_stage2, held_out_claims, passages_by_pid
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
+from baleen_tasks.validation import validate_artifact
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).
 ModelRefs = Mapping[str, ArtifactRef]
 
 
-def eval_producer(system: str, calibration: bool = False) -> str:
-    return f"calibrate-{system}" if calibration else f"eval-{system}"
+def eval_producer(system: str, threshold: float | None = None) -> str:
+    """``eval-SYSTEM``, or ``calibrate-SYSTEM-tTHRESHOLD`` (e.g. ``calibrate-baleen-t-1``) for a calibration run at a stage-2 threshold."""
+    return f"eval-{system}" if threshold is None else f"calibrate-{system}-t{threshold:g}"
 
 
 def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None, uids: Sequence[str] | None = None) -> list[dict]:
@@ -122,7 +125,7 @@ def verify_split(
     calibration run, published under its own producer); publish ``predictions`` and
     ``hop_traces`` (throughput in their manifests)."""
     logger, store, ev = run_logger(), ArtifactStore(store_root), config.evaluation
-    producer = eval_producer(system, calibration=uids is not None)
+    producer = eval_producer(system, config.condenser.stage2_threshold if uids is not None else None)
     params = {
         "system": system,
         "uids": sorted(uids) if uids is not None else None,
@@ -160,6 +163,30 @@ def verify_split(
         traces_writer.stats = stats
     logger.info("%s: %d claims in %.1f s (%.2f claims/s on %s)", system, len(rows), seconds, stats["claims_per_second"], device)
     return {"predictions": writer.ref, "hop_traces": traces_writer.ref}
+
+
+def _in_flow(task_):
+    """A task as a task inside a flow run (the evaluation flow), its plain function outside one
+    (``baleen verify``, which runs no flow)."""
+    return task_ if FlowRunContext.get() is not None else task_.fn
+
+
+def calibrated_config(
+    store_root: str, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, gold_facts: ArtifactRef,
+    models: dict[str, ArtifactRef], config: BaleenConfig, run_id: str, force: bool = False,
+) -> BaleenConfig:
+    """``config`` with the stage-2 threshold chosen on held-out training claims: the full system
+    runs on them once per threshold of ``evaluation.stage2_thresholds`` (each run reused when its
+    inputs were verified before) and :func:`calibrate_stage2` keeps the best."""
+    held = _in_flow(held_out_claims)(store_root, models["stage2"], config.evaluation.calibration_claims)
+    runs = []
+    for threshold in config.evaluation.stage2_thresholds:
+        verify = _in_flow(verify_split.with_options(task_run_name=f"calibrate · baleen · threshold {threshold:g} · {len(held)} held-out training claims"))
+        verified = verify(store_root, "baleen", claims, passages, sentences, models, config.with_stage2_threshold(threshold), run_id, force, uids=held)
+        validate_artifact(store_root, "predictions", verified, config.gates)
+        runs.append((threshold, verified["predictions"]))
+    chosen = _in_flow(calibrate_stage2)(store_root, runs, gold_facts)
+    return config.with_stage2_threshold(chosen["threshold"])
 
 
 def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, uids: Sequence[str] | None = None) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:

@@ -1,6 +1,6 @@
 """Condenser stages 1 and 2 and the reader: models, input layouts, inference and evaluation."""
 
-from baleen_core.condensing.condense import CondensedHop, ScoredSentence, Stage1Query, calibrate_threshold, condense_hop, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing.condense import CondensedHop, ScoredSentence, Stage1Query, condense_hop, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.layouts import PassageSentences, Sentence
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 
@@ -12,7 +12,6 @@ __all__ = [
     "Sentence",
     "SequenceModel",
     "Stage1Query",
-    "calibrate_threshold",
     "condense_hop",
     "condense_stage1",
     "condense_stage2",

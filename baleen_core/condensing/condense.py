@@ -9,7 +9,7 @@ Every function takes many queries at once, so the encoder sees full, length-sort
   facts, so at least 4 new ones always fit.
 - :func:`condense_stage2` scores each query's candidate facts jointly; :func:`kept_facts` keeps
   the best ``max_kept`` (Baleen: 5) of those scoring above the threshold (0 unless calibrated,
-  :func:`calibrate_threshold`), and never fewer than ``min_kept`` (1; the reference: 0).
+  :mod:`baleen_core.condensing.calibration`), and never fewer than ``min_kept`` (1; the reference: 0).
 - :func:`condense_hop` chains the three for one hop of many claims (what the engine, the reader's
   training facts and the evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
@@ -79,45 +79,11 @@ def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence
 def kept_facts(candidates: Sequence, scores: Sequence[float], max_kept: int = 5, min_kept: int = 1, threshold: float = 0.0) -> list[tuple]:
     """The facts stage 2 keeps, best first: of the best ``max_kept`` (Baleen: 5), those scoring
     above ``threshold`` (0, i.e. P > 0.5, as Baleen; or one calibrated on held-out claims,
-    :func:`calibrate_threshold`), and at least the best ``min_kept`` (default 1, where the
+    :mod:`baleen_core.condensing.calibration`), and at least the best ``min_kept`` (default 1, where the
     reference keeps none: a HoVer claim always has supporting facts, so an empty set is never
     right, and the next hop's context is never empty)."""
     ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1])[:max_kept]
     return [pair for i, pair in enumerate(ranked) if pair[1] > threshold or i < min_kept]
-
-
-def calibrate_threshold(
-    scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], max_kept: int = 5, min_kept: int = 1, n_gold: Sequence[int] | None = None
-) -> tuple[float, float]:
-    """The stage-2 threshold that maximises the mean F1 of the kept facts against the gold ones
-    among the candidates, over held-out hops (each hop's ``scores`` and ``gold`` aligned), with
-    :func:`kept_facts`'s rules (at most ``max_kept``, at least ``min_kept``). Hops without a gold candidate
-    are skipped (no threshold can help them). Returns (threshold, mean F1 there); the candidates
-    are 0 and the midpoints between consecutive distinct scores, so ties break towards 0.
-    ``n_gold`` (per hop) counts gold facts the candidates missed too, so F1 is against the claim's
-    whole gold set (the engine's last hops); without it, against the gold candidates."""
-    hops = [(list(s), list(g)) for s, g in zip(scores, gold, strict=True) if any(g)]
-    if not hops:
-        raise ValueError("no held-out hop has a gold candidate fact; nothing to calibrate on")
-    values = sorted({x for s, _ in hops for x in s})
-    cuts = sorted({0.0, *((a + b) / 2 for a, b in zip(values, values[1:]))}, key=lambda t: (abs(t), t))
-    best = max(cuts, key=lambda t: (round(kept_f1(scores, gold, t, max_kept, min_kept, n_gold), 12), -abs(t)))
-    return best, kept_f1(scores, gold, best, max_kept, min_kept, n_gold)
-
-
-def kept_f1(
-    scores: Sequence[Sequence[float]], gold: Sequence[Sequence[bool]], threshold: float, max_kept: int = 5, min_kept: int = 1, n_gold: Sequence[int] | None = None
-) -> float:
-    """Mean F1 of :func:`kept_facts` at ``threshold`` against the gold facts (``n_gold[i]`` of
-    them, else the gold candidates), over the hops that have a gold candidate."""
-    totals = n_gold if n_gold is not None else [sum(g) for g in gold]
-    f1s = []
-    for s, g, total in zip(scores, gold, totals, strict=True):
-        if any(g):
-            kept = kept_facts(g, s, max_kept, min_kept, threshold)
-            hits = sum(is_gold for is_gold, _ in kept)
-            f1s.append(2 * hits / (len(kept) + total) if hits else 0.0)
-    return sum(f1s) / len(f1s) if f1s else 0.0
 
 
 @dataclass

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, calibrate_threshold, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.condense import ScoredSentence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
@@ -91,32 +91,3 @@ def test_kept_facts_with_a_threshold():
     s = ["a", "b", "c"]
     assert kept_facts(s, [-0.5, -1.0, -2.0], threshold=-1.5) == [("a", -0.5), ("b", -1.0)]
     assert kept_facts(s, [3.0, 2.0, 1.0], threshold=2.5) == [("a", 3.0)]
-
-
-def test_calibrated_threshold_maximises_held_out_f1_hand_worked():
-    # an under-confident stage 2: gold facts score around -1, the others around -3; at 0 only the
-    # always-kept best fact survives (F1 2/3 and 1/2), at the midpoint -2 exactly the gold ones do
-    scores = [[-0.9, -1.1, -3.0], [-1.0, -2.9, -3.2, -1.2, -0.8], [-3.0, -3.1]]
-    gold = [[True, True, False], [True, False, False, True, True], [False, False]]  # the last hop has no gold: skipped
-    threshold, f1 = calibrate_threshold(scores, gold)
-    assert -2.9 < threshold < -1.2 and f1 == 1.0
-    assert calibrate_threshold([[2.0, -2.0]], [[True, False]]) == (0.0, 1.0)  # already separated at 0: 0 wins the tie
-    with pytest.raises(ValueError, match="no held-out hop"):
-        calibrate_threshold([[1.0]], [[False]])
-
-
-def test_calibration_against_the_whole_gold_set_and_the_five_fact_cap_hand_worked():
-    # one last hop read 7 facts, 3 of them gold (scores 3, 2, 1), and the claim has 4 gold facts
-    scores = [[3.0, 2.5, 2.0, 1.5, 1.0, 0.5, 0.2]]
-    gold = [[True, False, True, False, True, False, False]]
-    # among the candidates only (3 gold): keeping all 5 allowed (threshold 0) gives 3 hits of 5 kept, F1 = 6/8;
-    # keeping the top 3 (cut at 1.75) gives 2 hits, F1 = 4/6: 0 wins
-    assert calibrate_threshold(scores, gold) == (0.0, pytest.approx(0.75))
-    # against all 4 gold facts: at 0, 2·3/(5+4) = 2/3; top 1 (cut at 2.75): 2/5; top 3: 4/7; 0 still wins
-    threshold, f1 = calibrate_threshold(scores, gold, n_gold=[4])
-    assert threshold == 0.0 and f1 == pytest.approx(2 / 3)
-    # with max_kept = 3 the cap bites: top 3 = 2 hits, 2·2/(3+4) = 4/7 at any threshold below 2.0
-    assert calibrate_threshold(scores, gold, max_kept=3, n_gold=[4]) == (0.0, pytest.approx(4 / 7))
-    # and the best cut for a stage 2 that scores every fact positive is above 0 when precision pays:
-    # 1 gold fact of 6 read, scored highest: keep only it
-    assert calibrate_threshold([[4.0, 1.0, 0.9, 0.8, 0.7, 0.6]], [[True, False, False, False, False, False]], n_gold=[1]) == (2.5, 1.0)
