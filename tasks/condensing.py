@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 
 from prefect import task
@@ -70,9 +71,7 @@ def labelled_hops(
         keep = set(sorted({r["uid"] for r in rows})[:max_claims])
         rows = [r for r in rows if r["uid"] in keep]
     claim_rows = {c["uid"]: c for c in store.read_table(claims, ["uid", "claim", "label"]).to_pylist()}
-    gold: dict[str, set[tuple[int, int]]] = {}
-    for fact in store.read_table(gold_facts, ["uid", "pid", "sid"]).to_pylist():
-        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    gold = gold_fact_sets(store, gold_facts)
     needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"][:negatives]} | {p for r in rows for p in r["context_pids"]}
     texts = passages_by_pid(store, passages, sentences, needed)
     empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (a passage without text: nothing to score)
@@ -302,6 +301,16 @@ def evaluate_condensers(
     return summary
 
 
+def gold_fact_sets(store: ArtifactStore, gold_facts: ArtifactRef, uids: Sequence[str] | None = None) -> dict[str, set[tuple[int, int]]]:
+    """Each claim's gold (pid, sid) facts by uid: of every claim, or only of ``uids``."""
+    columns = ["uid", "pid", "sid"]
+    table = store.read_table(gold_facts, columns) if uids is None else store.read_rows(gold_facts, "uid", uids, columns)
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for fact in table.to_pylist():
+        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    return gold
+
+
 @task(name="held-out-claims")
 def held_out_claims(store_root: str, stage2: ArtifactRef, most: int) -> list[str]:
     """The training claims the stage-2 threshold is calibrated on (never the evaluated split):
@@ -322,17 +331,17 @@ def calibrate_stage2(store_root: str, runs: list[tuple[float, ArtifactRef]], gol
     closest to the gold ones (:func:`~baleen_core.condensing.calibration.choose_threshold`);
     every trial is published as a table."""
     store = ArtifactStore(store_root)
+    finals = {threshold: store.read_table(predictions, ["uid", "fact_pids", "fact_sids"]).to_pylist() for threshold, predictions in runs}
+    gold = gold_fact_sets(store, gold_facts, sorted({r["uid"] for rows in finals.values() for r in rows}))  # the same claims in every run
     trials = []
-    for threshold, predictions in runs:
-        rows = store.read_table(predictions, ["uid", "fact_pids", "fact_sids"]).to_pylist()
-        gold: dict[str, set[tuple[int, int]]] = {}
-        for fact in store.read_rows(gold_facts, "uid", [r["uid"] for r in rows], ["uid", "pid", "sid"]).to_pylist():
-            gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    for threshold, rows in finals.items():
         rows = [r for r in rows if r["uid"] in gold]
         trials.append(threshold_trial(threshold, [list(zip(r["fact_pids"], r["fact_sids"], strict=True)) for r in rows], [gold[r["uid"]] for r in rows]))
     best = choose_threshold(trials)
-    table = [{**asdict(t), "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best} for t in trials]
-    table = [{k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()} for row in table]
+    table = [
+        {**{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(t).items()}, "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best}
+        for t in trials
+    ]
     publish_table(key="stage2-threshold", table=table, description="Stage-2 thresholds tried by running the engine on held-out training claims")
     run_logger().info("stage-2 threshold %s chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
     return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": table}

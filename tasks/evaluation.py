@@ -35,7 +35,7 @@ from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
-from baleen_tasks.condensing import calibrate_stage2, held_out_claims, passages_by_pid
+from baleen_tasks.condensing import calibrate_stage2, gold_fact_sets, held_out_claims, passages_by_pid
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
 from baleen_tasks.validation import validate_artifact
@@ -179,6 +179,9 @@ def calibrated_config(
     runs on them once per threshold of ``evaluation.stage2_thresholds`` (each run reused when its
     inputs were verified before) and :func:`calibrate_stage2` keeps the best."""
     held = _in_flow(held_out_claims)(store_root, models["stage2"], config.evaluation.calibration_claims)
+    if not held:  # a tiny training budget held out no claim and read them all: nothing to calibrate on
+        run_logger().warning("no held-out training claims to calibrate on: keeping stage-2 threshold %g", config.condenser.stage2_threshold)
+        return config
     runs = []
     for threshold in config.evaluation.stage2_thresholds:
         verify = _in_flow(verify_split.with_options(task_run_name=f"calibrate · baleen · threshold {threshold:g} · {len(held)} held-out training claims"))
@@ -192,14 +195,9 @@ def calibrated_config(
 def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, uids: Sequence[str] | None = None) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:
     """Claim rows and gold (pid, sid) sets by uid: of every claim, or only of ``uids``."""
 
-    def read(ref: ArtifactRef, columns: list[str]) -> pa.Table:
-        return store.read_table(ref, columns) if uids is None else store.read_rows(ref, "uid", uids, columns)
-
-    claim_rows = {r["uid"]: r for r in read(claims, ["uid", "claim", "label", "num_hops"]).to_pylist()}
-    gold: dict[str, set[tuple[int, int]]] = {}
-    for f in read(gold_facts, ["uid", "pid", "sid"]).to_pylist():
-        gold.setdefault(f["uid"], set()).add((f["pid"], f["sid"]))
-    return claim_rows, gold
+    columns = ["uid", "claim", "label", "num_hops"]
+    rows = store.read_table(claims, columns) if uids is None else store.read_rows(claims, "uid", uids, columns)
+    return {r["uid"]: r for r in rows.to_pylist()}, gold_fact_sets(store, gold_facts, uids)
 
 
 def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]]) -> list[dict]:
