@@ -10,9 +10,10 @@ from baleen_core.retrieval import FliprIndex, FliprSearcher, flipr_score, passag
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec
 
 
-def make_index(flipr, texts, kind="pq", n_centroids=16) -> FliprIndex:
+def make_index(flipr, texts, kind="pq", n_centroids=16, device=None) -> FliprIndex:
+    """``device``: where k-means runs (torch); None = faiss on the CPU."""
     config = IndexConfig(codec=kind, n_centroids=n_centroids, pq_subvectors=16, batch_size=8)
-    codec = train_codec(flipr, texts, len(texts), config, use_gpu=False)
+    codec = train_codec(flipr, texts, len(texts), config, use_gpu=False, device=device)
     shard = encode_shard(flipr, codec, np.arange(len(texts), dtype=np.int64) * 10 + 3, texts, config)
     offsets, docs = merge_shards([shard.codes], [shard.doclens], codec.n_centroids)
     return FliprIndex(codec, shard.pids, shard.doclens, shard.codes, shard.payload, offsets, docs)
