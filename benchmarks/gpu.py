@@ -46,8 +46,10 @@ epochs, every dev claim at a retrieval depth of 100.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pickle
 import resource
 import shutil
 import sys
@@ -112,6 +114,7 @@ from baleen_core.training.hop_ordering import ClaimGold, HopLabel, claims_from_r
 #: package must not need them). Checked at the end of every run.
 FORBIDDEN_MODULES = ("prefect", "duckdb", "great_expectations", "faiss", "blingfire", "baleen_tasks", "baleen_flows", "baleen_storage")
 SECTIONS = ("encoding", "index", "pipeline")
+RESULT_SECTIONS = ("encoding", "index_build", "training", "engine", "hover_mini_dev")
 SYSTEMS = ("baleen", "bm25-multihop", "single-hop", "untrained-flipr")
 STARTED = time.perf_counter()
 
@@ -419,13 +422,58 @@ def training_record(history: Sequence[dict], examples: int, held_out: int, prepa
 
 
 def fit(name: str, run: Callable[[Path], tuple[Path, list[dict]]], work: Path) -> tuple[list[dict], float]:
-    """Run one trainer in a fresh work directory (train_epochs resumes from any checkpoint it
-    finds there); returns its step history and wall seconds."""
+    """Run one trainer in its work directory (train_epochs resumes from any epoch checkpoint it
+    finds there, left by a run cut off mid-training); returns its step history and wall seconds."""
     started = time.perf_counter()
     _, history = run(work / name)
     seconds = time.perf_counter() - started
     shutil.rmtree(work / name, ignore_errors=True)  # epoch checkpoints: not needed, hundreds of MB
     return history, seconds
+
+
+class Finished:
+    """What a run finished, kept under ``--state`` so that a run cut off at the device's time
+    limit goes on where it stopped: a warm GPU machine keeps its disk between calls. Each label
+    round (pickled) and each trained model (weights and record) is kept; a later run with the same
+    settings (its own subfolder) loads them instead of redoing them. No ``--state``: keeps nothing."""
+
+    def __init__(self, root: Path | None, settings: dict) -> None:
+        fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        self.root = root / fingerprint if root is not None else None
+        if self.root is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
+
+    def _record(self, name: str) -> dict | None:
+        marker = self.root / f"{name}.json" if self.root is not None else None
+        return json.loads(marker.read_text()) if marker is not None and marker.exists() else None
+
+    def _mark(self, name: str, record: dict) -> None:
+        # the record is written last, atomically: a run cut off while saving redoes the step
+        tmp = self.root / f".{name}.json.tmp"
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.root / f"{name}.json")
+
+    def labels(self, name: str, make: Callable[[], tuple[list[HopLabel], dict]]) -> tuple[list[HopLabel], dict]:
+        if (record := self._record(name)) is not None:
+            log(f"{name}: finished by an earlier run, loaded from {self.root}")
+            return pickle.loads((self.root / f"{name}.pkl").read_bytes()), record
+        labels, record = make()
+        if self.root is not None:
+            (self.root / f"{name}.pkl").write_bytes(pickle.dumps(labels))
+            self._mark(name, record)
+        return labels, record
+
+    def model(self, name: str, model: Flipr | SequenceModel, train: Callable[[], dict]) -> dict:
+        """``train()`` trains ``model`` in place and returns its record."""
+        if (record := self._record(name)) is not None:
+            model.load_weights(self.root / name)
+            log(f"{name}: finished by an earlier run, loaded from {self.root}")
+            return {**record, "resumed": True}
+        record = train()
+        if self.root is not None:
+            model.save(self.root / name)
+            self._mark(name, record)
+        return record
 
 
 @dataclass
@@ -438,78 +486,85 @@ class Trained:
     condenser_labels: list[HopLabel]
 
 
-def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, number: int, work: Path) -> tuple[Flipr, dict]:
+def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, number: int, work: Path, finished: Finished) -> tuple[Flipr, dict]:
     """tasks/training.py's ``train_flipr_on_labels``: a fresh FLIPR from the backbone, trained in place."""
-    started = time.perf_counter()
-    examples = flipr_examples(labels, claims, corpus, config.training.flipr.max_examples)
     flipr = Flipr.load(config.retriever)
-    prepare = time.perf_counter() - started
-    history, seconds = fit(f"flipr-r{number}", lambda d: train_flipr(flipr, examples, config.training.flipr, d), work)
-    record = training_record(history, len(examples), 0, prepare, seconds, config.training.flipr.epochs, config.training.flipr.batch_size)
+
+    def train() -> dict:
+        started = time.perf_counter()
+        examples = flipr_examples(labels, claims, corpus, config.training.flipr.max_examples)
+        prepare = time.perf_counter() - started
+        history, seconds = fit(f"flipr-r{number}", lambda d: train_flipr(flipr, examples, config.training.flipr, d), work)
+        return training_record(history, len(examples), 0, prepare, seconds, config.training.flipr.epochs, config.training.flipr.batch_size)
+
+    record = finished.model(f"flipr-r{number}", flipr, train)
     log(f"FLIPR round {number}: {record}")
     return flipr, record
 
 
-def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, work: Path) -> tuple[tuple[SequenceModel, ...], dict]:
+def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, work: Path, finished: Finished) -> tuple[tuple[SequenceModel, ...], dict]:
     """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → reader (on both
     stages' facts), each from the backbone with a seeded head, held-out claims split off."""
-    condenser, training, device = config.condenser, config.training, config.condenser.device
-    records = {}
-
-    started = time.perf_counter()
-    cfg1 = training.stage1
-    hops = labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples)
-    stage1 = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), device, cfg1.seed)
-    train, held = split_held_out(stage1_examples(hops, cfg1), cfg1.validation_share, cfg1.seed)
-    prepare = time.perf_counter() - started
-    history, seconds = fit("stage1", lambda d: train_stage1(stage1, train, held, condenser, cfg1, d), work)
-    records["stage1"] = training_record(history, len(train), len(held), prepare, seconds, cfg1.epochs, cfg1.batch_size)
-    log(f"stage 1: {records['stage1']}")
-
-    started = time.perf_counter()
-    cfg2 = training.stage2
-    hops = labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples)
-    examples = stage2_examples(stage1, hops, condenser, cfg2)  # the trained stage 1 ranks each hop's sentences
-    stage2 = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), device, cfg2.seed)
-    train, held = split_held_out(examples, cfg2.validation_share, cfg2.seed)
-    prepare = time.perf_counter() - started
-    history, seconds = fit("stage2", lambda d: train_stage2(stage2, train, held, condenser, cfg2, d), work)
-    records["stage2"] = training_record(history, len(train), len(held), prepare, seconds, cfg2.epochs, cfg2.batch_size)
-    log(f"stage 2: {records['stage2']}")
-
-    started = time.perf_counter()
-    cfg3, reader_config = training.reader, config.reader
-    hops = labelled_hops(labels, claims, corpus, cfg3.negative_passages, max_claims=cfg3.max_examples)
-    condensed = condensed_facts(stage1, stage2, hops, condenser, cfg3.negative_passages) if cfg3.inputs != "gold" else None
+    condenser, training = config.condenser, config.training
+    cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
+    stage1 = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, cfg1.seed)
+    stage2 = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, cfg2.seed)
     reader = SequenceModel.load("reader", reader_config.checkpoint or reader_config.resolved_backbone(), reader_config.device, cfg3.seed)
-    train, held = split_held_out(reader_examples(hops, condensed, cfg3.inputs), cfg3.validation_share, cfg3.seed)
-    prepare = time.perf_counter() - started
-    history, seconds = fit("reader", lambda d: train_reader(reader, train, held, reader_config, cfg3, d), work)
-    records["reader"] = training_record(history, len(train), len(held), prepare, seconds, cfg3.epochs, cfg3.batch_size)
-    log(f"reader: {records['reader']}")
+
+    def train_first_stage() -> dict:
+        started = time.perf_counter()
+        hops = labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples)
+        train, held = split_held_out(stage1_examples(hops, cfg1), cfg1.validation_share, cfg1.seed)
+        prepare = time.perf_counter() - started
+        history, seconds = fit("stage1", lambda d: train_stage1(stage1, train, held, condenser, cfg1, d), work)
+        return training_record(history, len(train), len(held), prepare, seconds, cfg1.epochs, cfg1.batch_size)
+
+    def train_second_stage() -> dict:
+        started = time.perf_counter()
+        hops = labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples)
+        examples = stage2_examples(stage1, hops, condenser, cfg2)  # the trained stage 1 ranks each hop's sentences
+        train, held = split_held_out(examples, cfg2.validation_share, cfg2.seed)
+        prepare = time.perf_counter() - started
+        history, seconds = fit("stage2", lambda d: train_stage2(stage2, train, held, condenser, cfg2, d), work)
+        return training_record(history, len(train), len(held), prepare, seconds, cfg2.epochs, cfg2.batch_size)
+
+    def train_the_reader() -> dict:
+        started = time.perf_counter()
+        hops = labelled_hops(labels, claims, corpus, cfg3.negative_passages, max_claims=cfg3.max_examples)
+        condensed = condensed_facts(stage1, stage2, hops, condenser, cfg3.negative_passages) if cfg3.inputs != "gold" else None
+        train, held = split_held_out(reader_examples(hops, condensed, cfg3.inputs), cfg3.validation_share, cfg3.seed)
+        prepare = time.perf_counter() - started
+        history, seconds = fit("reader", lambda d: train_reader(reader, train, held, reader_config, cfg3, d), work)
+        return training_record(history, len(train), len(held), prepare, seconds, cfg3.epochs, cfg3.batch_size)
+
+    records = {}
+    for name, model, train in (("stage1", stage1, train_first_stage), ("stage2", stage2, train_second_stage), ("reader", reader, train_the_reader)):
+        records[name] = finished.model(name, model, train)
+        log(f"{name}: {records[name]}")
     return (stage1, stage2, reader), records
 
 
-def training_section(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, work: Path) -> tuple[Trained, dict]:
+def training_section(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, work: Path, finished: Finished) -> tuple[Trained, dict]:
     """flows/training.py in memory: labels r0 (BM25) → [train FLIPR → re-index → relabel with it]
     per round → condensers and reader on the last labels."""
     started = time.perf_counter()
     gold = claim_gold(claims, corpus, claims.uids("train", config.labels.max_claims))  # as the label task: the first max_claims by uid
     if config.labels.round0 != "bm25":
         raise ValueError("this benchmark labels round 0 with BM25 (labels.round0: bm25)")
-    labels, record = label_round(bm25, gold, config.labels, 0, None)
+    labels, record = finished.labels("labels-r0", lambda: label_round(bm25, gold, config.labels, 0, None))
     rounds, models, indexes = [record], {}, {}
     flipr = index = None
     for number in range(config.labels.rounds):
         del flipr, index
         free_gpu(torch.device(config.retriever.device))
-        flipr, models[f"flipr-r{number}"] = train_flipr_round(config, labels, claims, corpus, number, work)
+        flipr, models[f"flipr-r{number}"] = train_flipr_round(config, labels, claims, corpus, number, work, finished)
         index, indexes[f"flipr-r{number}"] = build_index(flipr, corpus, config.index)
         log(f"index with FLIPR r{number}: {indexes[f'flipr-r{number}']}")
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
-            labels, record = label_round(searcher(flipr, index, config), gold, config.labels, number + 1, labels)
+            ranker, previous = searcher(flipr, index, config), labels
+            labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
             rounds.append(record)
-    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, work)
+    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, work, finished)
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
     return Trained(flipr, index, stage1, stage2, reader, labels), {
@@ -668,7 +723,11 @@ class Results:
 
     def __init__(self, out: Path, head: dict) -> None:
         self.out = out
-        self.doc = {**head, "encoding": None, "index_build": None, "training": None, "engine": None, "hover_mini_dev": None}
+        self.doc = {**head, **dict.fromkeys(RESULT_SECTIONS)}
+        if out.exists():  # an earlier run of the same commit into the same file: keep the sections it measured
+            earlier = json.loads(out.read_text())
+            if earlier.get("commit") == head["commit"]:
+                self.doc.update({k: earlier[k] for k in RESULT_SECTIONS if earlier.get(k) is not None})
 
     def set(self, key: str, value) -> None:
         self.doc[key] = value
@@ -708,6 +767,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--commit", default=None, help="commit to record (default: git's, when the tree is a checkout)")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"which of {','.join(SECTIONS)} to run (pipeline = training + engine + metrics)")
     parser.add_argument("--work", type=Path, default=None, help="scratch folder for epoch checkpoints (default: a temp dir, removed)")
+    parser.add_argument("--state", type=Path, default=None, help="keep finished label rounds and models here; a run cut off goes on from them when run again with the same settings")
     group = parser.add_argument_group("encoding")
     group.add_argument("--batch-sizes", type=ints, default=None, help="encoder batch sizes to time (default: 32,64,128,256,512 on a GPU, 8,32 on a CPU)")
     group.add_argument("--encode-passages", type=int, default=None, help="passages encoded per batch size (default: 16384 on a GPU, 256 on a CPU)")
@@ -790,8 +850,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             started = time.perf_counter()
             bm25 = Bm25Retriever(corpus.pids, [corpus.texts[pid] for pid in corpus.pids])
             bm25_seconds = time.perf_counter() - started
-            trained, training = training_section(config, claims, corpus, bm25, work)
+            # what the trained models depend on (not the index batch or the evaluation's settings)
+            finished = Finished(args.state, {"data": results.doc["data"], "backbone": str(args.backbone), **config.model_dump(mode="json", include={"retriever", "labels", "condenser", "reader", "training"})})
+            trained, training = training_section(config, claims, corpus, bm25, work, finished)
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
+            if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
+                results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
             engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems)
             results.doc["engine"] = engine
             results.set("hover_mini_dev", quality)
