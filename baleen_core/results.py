@@ -145,7 +145,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("results", type=Path)
     args = parser.parse_args(argv)
-    print(results_table(json.loads(args.results.read_text())), end="")
+    document = json.loads(args.results.read_text())
+    if "hover_mini_dev" in document:  # benchmarks/gpu.py's file: the quality block, with the run's commit and device
+        document = {**document["hover_mini_dev"], "commit": document["commit"], "machine": document["device"]["machine"]}
+    print(results_table(document), end="")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,14 @@ class TokenMatch:
     counted: bool
 
 
+def top_k_stable(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best scores and their indices, ties in index order. ``torch.topk`` orders ties as
+    its kernel happens to, differently on the CPU and the GPU: near-duplicate passages tie, and
+    the candidates (and hits) a search returns would then depend on the device."""
+    order = torch.sort(scores, descending=True, stable=True).indices[:k]
+    return scores[order], order
+
+
 class FliprSearcher:
     def __init__(
         self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512, full_interaction: bool = False, device: torch.device | str | None = None
@@ -155,7 +163,7 @@ class FliprSearcher:
         scores = flipr_aggregate(approx, torch.ones(n_positions, dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
         if exclude:
             scores[self._excluded(index.pids[unique_docs], exclude)] = float("-inf")
-        values, top = torch.topk(scores, min(self.ncandidates, len(unique_docs)))
+        values, top = top_k_stable(scores, self.ncandidates)
         return unique_docs[top][torch.isfinite(values)]
 
     def score_positions(self, query: torch.Tensor, n_claim: int, positions: torch.Tensor) -> torch.Tensor:
@@ -184,7 +192,7 @@ class FliprSearcher:
         return torch.isin(pids, torch.tensor(sorted(exclude), dtype=pids.dtype, device=self.device))
 
     def _top(self, positions: torch.Tensor, scores: torch.Tensor, k: int) -> list[Hit]:
-        values, order = torch.topk(scores, min(k, len(positions)))
+        values, order = top_k_stable(scores, k)
         pids = self.tensors.pids[positions[order]].tolist()
         return [Hit(int(pid), float(v)) for pid, v in zip(pids, values.tolist(), strict=True) if v != float("-inf")]
 

@@ -41,3 +41,15 @@ def test_results_document_has_the_shared_shape_and_hand_worked_values():
 def test_majority_class_ignores_unlabelled_claims():
     assert majority_class([{"gold_label": "SUPPORTED"}, {"gold_label": None}, {"gold_label": "NOT_SUPPORTED"}, {"gold_label": "SUPPORTED"}]) == pytest.approx(2 / 3)
     assert majority_class([{"gold_label": None}]) is None
+
+
+def test_the_table_of_a_gpu_benchmark_file_comes_from_its_quality_block(tmp_path, capsys):
+    from baleen_core.results import main
+
+    rows = {"baleen": [_row("a", 2, 1.0), _row("b", 3, 0.5)]}
+    quality = {k: v for k, v in results_document(rows, {"baleen": 17.6}, "dev", 1.0, {}, samples=50).items() if k in ("split", "claims", "majority_class", "systems", "paired")}
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps({"commit": "abc123", "device": {"machine": "one H100"}, "encoding": {}, "hover_mini_dev": quality}))
+    main([str(path)])
+    table = capsys.readouterr().out
+    assert "| baleen | all | 2 | " in table and "| 17.600 |" in table and "commit abc123; one H100;" in table

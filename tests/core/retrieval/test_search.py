@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from baleen_core.config import IndexConfig
 from baleen_core.retrieval import FliprIndex, FliprSearcher, flipr_score, passage_text
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec
+from baleen_core.retrieval.search import top_k_stable
 
 
 def make_index(flipr, texts, kind="pq", n_centroids=16, device=None) -> FliprIndex:
@@ -111,3 +113,23 @@ def test_rank_batch_matches_rank_one_query_at_a_time(fp16_searcher):
     assert [[p for p, _ in r] for r in batched] == [[p for p, _ in r] for r in one_by_one]
     assert all(abs(a[1] - b[1]) < 1e-4 for ra, rb in zip(batched, one_by_one) for a, b in zip(ra, rb))
     assert [len(r) for r in batched] == [5, 3, 4] and not excludes[2] & {p for p, _ in batched[2]}
+
+
+def test_top_k_keeps_tied_scores_in_index_order():
+    scores = torch.tensor([1.0, 3.0, 3.0, 0.5, 3.0, 2.0, 3.0])
+    values, order = top_k_stable(scores, 4)
+    assert order.tolist() == [1, 2, 4, 6] and values.tolist() == [3.0] * 4
+    assert top_k_stable(scores, 99)[1].tolist() == [1, 2, 4, 6, 5, 0, 3]
+
+
+def test_tied_passages_are_returned_first_come_first_served(flipr, passages):
+    # twenty copies of one passage tie exactly, in their approximate and exact scores alike; which
+    # of them a search returns must not depend on the device's top-k kernel (lowest position first)
+    copy = passage_text(*passages[1])
+    texts = [passage_text(t, x) for t, x in passages[2:]] + [copy] * 20 + [f"Filler {i} | Filler page {i} is about a river." for i in range(20)]
+    searcher = FliprSearcher(flipr, make_index(flipr, texts, kind="fp16"), nprobe=2, ncandidates=6)
+    first_copy = len(passages) - 2
+    query, lengths, n_claim = searcher.encode([passages[1][1]])
+    assert searcher.candidates(query[0, : lengths[0]], n_claim).tolist() == list(range(first_copy, first_copy + 6))
+    hits = searcher.search([passages[1][1]], k=3)[0]
+    assert [h.pid for h in hits] == [10 * p + 3 for p in range(first_copy, first_copy + 3)]  # make_index's pids
