@@ -30,14 +30,14 @@ finished):
 Usage::
 
     benchmarks/gpu_carry.sh                                  # here, once: builds .carry/
-    # on the GPU machine (the run tool with carry [".carry"]):
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/wheels/*.whl \\
-      && PYTHONPATH=/tmp/site:. python3 benchmarks/gpu.py --carry .carry --device cuda
+    # on the GPU machine (the run tool with carry [".carry"]): wheels, the gpu tests, this script
+    bash benchmarks/gpu_device.sh --commit <sha> --state /tmp/b/state --work /tmp/b/work --out /tmp/b/gpu.json
     # a CPU smoke test here (tiny budgets; minutes on 2 cores, ~14 GB peak RSS in stage-1 training):
     .venv/bin/python benchmarks/gpu.py --device cpu --out /tmp/gpu.json --corpus-passages 400 \\
       --train-claims 40 --dev-claims 20 --epochs 1 --rounds 1 --max-examples 16 --depth 20 \\
       --encode-passages 128 --bootstrap 200
-    # a GPU run too long for one command: --sections encoding,index, then --sections pipeline
+    # a run cut off at the device's 10-minute limit: the same command again, on the warm machine,
+    # goes on from what --state kept
 
 Defaults are the full budget meant for a GPU: every training claim, two label rounds, several
 epochs, every dev claim at a retrieval depth of 100.
@@ -57,6 +57,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -431,6 +432,15 @@ def fit(name: str, run: Callable[[Path], tuple[Path, list[dict]]], work: Path) -
     return history, seconds
 
 
+def fit_held_out(name: str, examples: Callable[[], list], trainer: Callable[[list, list, Path], tuple[Path, list[dict]]], cfg, work: Path) -> dict:
+    """Build a model's examples, split off its held-out claims, train it: the record of it all."""
+    started = time.perf_counter()
+    train, held = split_held_out(examples(), cfg.validation_share, cfg.seed)
+    prepare = time.perf_counter() - started
+    history, seconds = fit(name, lambda d: trainer(train, held, d), work)
+    return training_record(history, len(train), len(held), prepare, seconds, cfg.epochs, cfg.batch_size)
+
+
 class Finished:
     """What a run finished, kept under ``--state`` so that a run cut off at the device's time
     limit goes on where it stopped: a warm GPU machine keeps its disk between calls. Each label
@@ -511,35 +521,25 @@ def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel]
     stage2 = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, cfg2.seed)
     reader = SequenceModel.load("reader", reader_config.checkpoint or reader_config.resolved_backbone(), reader_config.device, cfg3.seed)
 
-    def train_first_stage() -> dict:
-        started = time.perf_counter()
-        hops = labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples)
-        train, held = split_held_out(stage1_examples(hops, cfg1), cfg1.validation_share, cfg1.seed)
-        prepare = time.perf_counter() - started
-        history, seconds = fit("stage1", lambda d: train_stage1(stage1, train, held, condenser, cfg1, d), work)
-        return training_record(history, len(train), len(held), prepare, seconds, cfg1.epochs, cfg1.batch_size)
+    def stage1_set() -> list:
+        return stage1_examples(labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples), cfg1)
 
-    def train_second_stage() -> dict:
-        started = time.perf_counter()
-        hops = labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples)
-        examples = stage2_examples(stage1, hops, condenser, cfg2)  # the trained stage 1 ranks each hop's sentences
-        train, held = split_held_out(examples, cfg2.validation_share, cfg2.seed)
-        prepare = time.perf_counter() - started
-        history, seconds = fit("stage2", lambda d: train_stage2(stage2, train, held, condenser, cfg2, d), work)
-        return training_record(history, len(train), len(held), prepare, seconds, cfg2.epochs, cfg2.batch_size)
+    def stage2_set() -> list:  # the trained stage 1 ranks each hop's sentences
+        return stage2_examples(stage1, labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples), condenser, cfg2)
 
-    def train_the_reader() -> dict:
-        started = time.perf_counter()
+    def reader_set() -> list:
         hops = labelled_hops(labels, claims, corpus, cfg3.negative_passages, max_claims=cfg3.max_examples)
         condensed = condensed_facts(stage1, stage2, hops, condenser, cfg3.negative_passages) if cfg3.inputs != "gold" else None
-        train, held = split_held_out(reader_examples(hops, condensed, cfg3.inputs), cfg3.validation_share, cfg3.seed)
-        prepare = time.perf_counter() - started
-        history, seconds = fit("reader", lambda d: train_reader(reader, train, held, reader_config, cfg3, d), work)
-        return training_record(history, len(train), len(held), prepare, seconds, cfg3.epochs, cfg3.batch_size)
+        return reader_examples(hops, condensed, cfg3.inputs)
 
+    plan = (
+        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1),
+        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2),
+        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3),
+    )
     records = {}
-    for name, model, train in (("stage1", stage1, train_first_stage), ("stage2", stage2, train_second_stage), ("reader", reader, train_the_reader)):
-        records[name] = finished.model(name, model, train)
+    for name, model, examples, trainer, cfg in plan:
+        records[name] = finished.model(name, model, partial(fit_held_out, name, examples, trainer, cfg, work))
         log(f"{name}: {records[name]}")
     return (stage1, stage2, reader), records
 

@@ -20,10 +20,7 @@
 #
 #   benchmarks/gpu_carry.sh                       # HOVER_MINI=../shared/benchmarks/hover-mini PYTHON=.venv/bin/python
 #
-# then on the device machine (run tool, carry [".carry"]):
-#
-#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/wheels/*.whl \
-#     && PYTHONPATH=/tmp/site:. python3 benchmarks/gpu.py --carry .carry --device cuda
+# then on the device machine (run tool, carry [".carry"]): benchmarks/gpu_device.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
