@@ -110,6 +110,7 @@ from baleen_core.training.condenser_trainer import (  # noqa: E402
 )
 from baleen_core.training.flipr_trainer import FliprExample, train_flipr  # noqa: E402
 from baleen_core.training.hop_ordering import ClaimGold, HopLabel, claims_from_rows, order_hops, round_statistics  # noqa: E402
+from baleen_core.training.reader_augmentation import reader_training_sets  # noqa: E402
 
 #: Modules that must never be imported: the GPU machine does not have them (and the science
 #: package must not need them). Checked at the end of every run.
@@ -432,10 +433,11 @@ def fit(name: str, run: Callable[[Path], tuple[Path, list[dict]]], work: Path) -
     return history, seconds
 
 
-def fit_held_out(name: str, examples: Callable[[], list], trainer: Callable[[list, list, Path], tuple[Path, list[dict]]], cfg, work: Path) -> dict:
-    """Build a model's examples, split off its held-out claims, train it: the record of it all."""
+def fit_held_out(name: str, examples: Callable[[], list], trainer: Callable[[list, list, Path], tuple[Path, list[dict]]], cfg, work: Path, split: Callable[[list], tuple[list, list]] | None = None) -> dict:
+    """Build a model's examples, split off its held-out claims (``split``, by default
+    split_held_out), train: the record of it all."""
     started = time.perf_counter()
-    train, held = split_held_out(examples(), cfg.validation_share, cfg.seed)
+    train, held = split(examples()) if split else split_held_out(examples(), cfg.validation_share, cfg.seed)
     prepare = time.perf_counter() - started
     history, seconds = fit(name, lambda d: trainer(train, held, d), work)
     return training_record(history, len(train), len(held), prepare, seconds, cfg.epochs, cfg.batch_size)
@@ -533,13 +535,13 @@ def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel]
         return reader_examples(hops, condensed, cfg3.inputs)
 
     plan = (
-        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1),
-        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2),
-        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3),
+        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None),
+        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None),
+        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3)),
     )
     records = {}
-    for name, model, examples, trainer, cfg in plan:
-        records[name] = finished.model(name, model, partial(fit_held_out, name, examples, trainer, cfg, work))
+    for name, model, examples, trainer, cfg, split in plan:
+        records[name] = finished.model(name, model, partial(fit_held_out, name, examples, trainer, cfg, work, split))
         log(f"{name}: {records[name]}")
     return (stage1, stage2, reader), records
 

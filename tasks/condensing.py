@@ -31,6 +31,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage1,
     train_stage2,
 )
+from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
@@ -111,12 +112,23 @@ def gold_claims(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactR
 
 
 def _train_and_publish(
-    store: ArtifactStore, artifact: str, round_number: int, model: SequenceModel, fit, examples: list, config, meta: dict, title: str, force: bool, extra: dict | None = None
+    store: ArtifactStore,
+    artifact: str,
+    round_number: int,
+    model: SequenceModel,
+    fit,
+    examples: list,
+    config,
+    meta: dict,
+    title: str,
+    force: bool,
+    extra: dict | None = None,
+    sets: tuple[list, list] | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Hold out claims, train with a progress display, publish, drop the epoch checkpoints. The
-    work directory is held while training: a second run of the same fingerprint waits, then
-    reuses what the first published."""
-    train, validation = split_held_out(examples, config.validation_share, config.seed)
+    """Hold out claims (unless ``sets`` gives (train, held out) already), train with a progress
+    display, publish, drop the epoch checkpoints. The work directory is held while training: a
+    second run of the same fingerprint waits, then reuses what the first published."""
+    train, validation = sets or split_held_out(examples, config.validation_share, config.seed)
     waiting = lambda: run_logger().info("another run is training this same %s in work/: waiting for it", meta["producer"])  # noqa: E731
     with store.work_dir(f"{model.kind}-{meta['fingerprint']}", on_wait=waiting) as work_dir:
         if reused := _reuse(store, artifact, meta["producer"], meta["fingerprint"], force):
@@ -248,7 +260,9 @@ def train_claim_reader(
     extra = {"supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4)}
     if condensed is not None:
         extra["mean_condensed_facts"] = round(sum(len(v) for v in condensed.values()) / max(1, len(condensed)), 2)
-    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", force, extra)
+    train, held_out = reader_training_sets(examples, config)
+    extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", force, extra, (train, held_out))
 
 
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:

@@ -61,6 +61,10 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
         assert first["validated"] >= 1  # the held-out curve has a point per epoch
     for name in ("stage1_checkpoint", "stage2_checkpoint", "reader_checkpoint"):
         assert (store.latest(name).path / "backbone").is_dir()
+    # the reader trained on its claims' examples plus their rewrites (which claims get rewritten is
+    # tested in tests/core/training/test_reader_augmentation.py)
+    reader_stats = store.latest("reader_checkpoint").manifest.stats
+    assert 0 < reader_stats["rewritten_examples"] < reader_stats["examples"]
 
     # and were measured on the dev claims' gold passages
     report = json.loads(next((store.root / "reports").glob("*/training/condensers-dev.json")).read_text())

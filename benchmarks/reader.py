@@ -1,0 +1,115 @@
+"""The reader with and without its rewrites, on held-out hover-mini TRAINING claims (dev unread).
+
+The training claims are split by HotpotQA question: a sixth of the questions (seeded) are held out,
+so no held-out claim shares a question with a training one. The reader trains on the other claims'
+gold facts (``inputs: gold``), once per setting of ``training.reader.augment``, with the same seed,
+epochs and learning rate, and verifies the held-out claims from their gold facts. This is how
+``augment``'s default was chosen. Writes ``benchmarks/results/reader-rewrites.json`` in the shape
+of every results file (:mod:`baleen_core.results`; metric ``label_accuracy``, and the paired
+difference of each setting against the first).
+
+    python benchmarks/reader.py [--hover-mini PATH] [--epochs 2] [--settings none swap,drop,shuffle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from baleen_core.claims import read_hover_claims  # noqa: E402
+from baleen_core.condensing.layouts import reader_window, token_ids  # noqa: E402
+from baleen_core.condensing.models import READER_LABELS, SequenceModel  # noqa: E402
+from baleen_core.config import ReaderConfig, ReaderTrainingConfig  # noqa: E402
+from baleen_core.corpus.readers import SourceRecord, read_abstracts  # noqa: E402
+from baleen_core.results import results_document, results_table  # noqa: E402
+from baleen_core.retrieval.tokenization import fact_text  # noqa: E402
+from baleen_core.training.condenser_trainer import ReaderExample, train_reader  # noqa: E402
+from baleen_core.training.reader_augmentation import augment_reader_examples  # noqa: E402
+
+DEFAULT_HOVER = ROOT.parent / "shared" / "benchmarks" / "hover-mini"
+HELD_OUT_EVERY = 6  # a sixth of the questions
+
+
+def gold_examples(hover: Path) -> tuple[list[ReaderExample], dict[str, int], dict[str, str]]:
+    """Every labelled training claim with its gold facts; its hop count; its HotpotQA question."""
+    sentences = {r.title: r.sentences for r in read_abstracts(hover / "wiki") if isinstance(r, SourceRecord)}
+    examples, hops, questions = [], {}, {}
+    for record in read_hover_claims(hover / "claims_train.json", "train"):
+        if getattr(record, "label", None) not in READER_LABELS:
+            continue
+        facts = tuple(fact_text(title, sentences[title][sid]) for title, sid in record.facts if title in sentences and sid < len(sentences[title]))
+        examples.append(ReaderExample(record.uid, record.claim, facts, READER_LABELS.index(record.label)))
+        hops[record.uid], questions[record.uid] = record.num_hops, record.hpqa_id or record.uid
+    return examples, hops, questions
+
+
+def split_by_question(examples: list[ReaderExample], questions: dict[str, str], seed: int = 0) -> tuple[list[ReaderExample], list[ReaderExample]]:
+    groups = sorted(set(questions.values()))
+    random.Random(seed).shuffle(groups)
+    held = set(groups[: len(groups) // HELD_OUT_EVERY])
+    return [e for e in examples if questions[e.uid] not in held], [e for e in examples if questions[e.uid] in held]
+
+
+def verdict_rows(model: SequenceModel, held_out: list[ReaderExample], hops: dict[str, int], reader: ReaderConfig) -> list[dict]:
+    """claim_metrics-shaped rows: label accuracy per held-out claim (retrieval metrics absent)."""
+    ids = token_ids(model.tokenizer, [t for e in held_out for t in (e.claim, *e.facts)])
+    windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in held_out]
+    rows = []
+    for example, logits in zip(held_out, model.predict(windows, reader.batch_size), strict=True):
+        predicted = int(logits[0].argmax())
+        rows.append({"uid": example.uid, "num_hops": hops[example.uid], "gold_label": READER_LABELS[example.label], "label_accuracy": float(predicted == example.label), "final_facts": len(example.facts)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--settings", nargs="+", default=["none", "swap,drop,shuffle"], help="augment settings: 'none' or comma-separated rewrites")
+    parser.add_argument("--train-claims", type=int, default=0, help="train on the first N training claims only (0: all; smoke runs)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "reader-rewrites.json")
+    args = parser.parse_args(argv)
+    if not (args.hover_mini / "claims_train.json").exists():
+        print(f"hover-mini not found at {args.hover_mini}: nothing to measure", file=sys.stderr)
+        return 0
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    examples, hops, questions = gold_examples(args.hover_mini)
+    train, held_out = split_by_question(examples, questions)
+    train = train[: args.train_claims or None]
+    reader = ReaderConfig(device="cpu")
+    rows, budgets = {}, {"train_claims": len(train), "held_out_claims": len(held_out), "held_out": "a sixth of the training claims' HotpotQA questions (seed 0)"}
+    for setting in args.settings:
+        kinds = [] if setting == "none" else setting.split(",")
+        config = ReaderTrainingConfig(epochs=args.epochs, inputs="gold", augment=kinds, validation_share=0)
+        examples_in = augment_reader_examples(train, config.augment, config.seed)
+        model = SequenceModel.load("reader", reader.resolved_backbone(), "cpu", config.seed)
+        began = time.perf_counter()
+        with tempfile.TemporaryDirectory() as work:
+            last, _ = train_reader(model, examples_in, [], reader, config, Path(work))
+            model.load_weights(last)
+        name = "reader" if not kinds else "reader+" + "+".join(kinds)
+        rows[name] = verdict_rows(model, held_out, hops, reader)
+        budgets[name] = {"examples": len(examples_in), "epochs": config.epochs, "lr": config.lr, "batch_size": config.batch_size, "train_seconds": round(time.perf_counter() - began, 1)}
+        print(f"{name}: {len(examples_in)} examples, accuracy {sum(r['label_accuracy'] for r in rows[name]) / len(held_out):.3f}", flush=True)
+    # paired: the last setting (the default's rewrites) minus each other one, on the same claims
+    document = results_document(rows, dict.fromkeys(rows), "held-out train", time.perf_counter() - started, budgets, main=list(rows)[-1])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(results_table(document, ("label_accuracy",)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
