@@ -9,7 +9,9 @@ whose evidence does not cover them; these three rewrites teach exactly that, per
 - ``drop``: one of its facts removed (every gold fact is needed) → NOT_SUPPORTED;
 - ``shuffle``: its facts in another order → SUPPORTED, so the order of facts says nothing.
 
-Chosen on held-out *training* claims of hover-mini, never dev (docs/benchmarks.md, "Reader").
+Off by default (``training.reader.augment: []``): measured on held-out *training* claims of
+hover-mini (never dev) by ``benchmarks/reader.py``, at the default 2 epochs they cost accuracy
+(docs/benchmarks.md, "Reader rewrites").
 """
 
 from __future__ import annotations
