@@ -229,6 +229,10 @@ class Stage2TrainingConfig(OptimizerConfig):
     validation_share: float = Field(default=0.1, ge=0, lt=1, description="Share of training claims held out; the evaluation calibrates the stage-2 threshold on them.")
 
 
+#: The reader's optional training rewrites (baleen_core.training.reader_augmentation).
+ReaderRewrite = Literal["swap", "drop", "shuffle"]
+
+
 class ReaderTrainingConfig(OptimizerConfig):
     """The reader on claim + facts: the pipeline's own condensed facts and the gold facts."""
 
@@ -242,7 +246,7 @@ class ReaderTrainingConfig(OptimizerConfig):
     validation_share: float = Field(default=0.05, ge=0, lt=1)
     # Off by default: at 2 epochs on held-out hover-mini training claims the three rewrites cost
     # 0.078 of accuracy (benchmarks/results/reader-rewrites.json); longer budgets are not measured.
-    augment: list[Literal["swap", "drop", "shuffle"]] = Field(
+    augment: list[ReaderRewrite] = Field(
         default=[],
         description="Rewrites of each SUPPORTED training example added to the training claims (not the held-out ones): "
         "swap a name or year for one the facts lack and drop a fact (both NOT_SUPPORTED), shuffle the facts "

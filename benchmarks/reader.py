@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baleen_core.claims import read_hover_claims  # noqa: E402
-from baleen_core.condensing.layouts import reader_window, token_ids  # noqa: E402
+from baleen_core.condensing import read_verdicts  # noqa: E402
 from baleen_core.condensing.models import READER_LABELS, SequenceModel  # noqa: E402
 from baleen_core.config import ReaderConfig, ReaderTrainingConfig  # noqa: E402
 from baleen_core.corpus.readers import SourceRecord, read_abstracts  # noqa: E402
@@ -61,14 +61,13 @@ def split_by_question(examples: list[ReaderExample], questions: dict[str, str], 
 
 
 def verdict_rows(model: SequenceModel, held_out: list[ReaderExample], hops: dict[str, int], reader: ReaderConfig) -> list[dict]:
-    """claim_metrics-shaped rows: label accuracy per held-out claim (retrieval metrics absent)."""
-    ids = token_ids(model.tokenizer, [t for e in held_out for t in (e.claim, *e.facts)])
-    windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in held_out]
-    rows = []
-    for example, logits in zip(held_out, model.predict(windows, reader.batch_size), strict=True):
-        predicted = int(logits[0].argmax())
-        rows.append({"uid": example.uid, "num_hops": hops[example.uid], "gold_label": READER_LABELS[example.label], "label_accuracy": float(predicted == example.label), "final_facts": len(example.facts)})
-    return rows
+    """claim_metrics-shaped rows: label accuracy per held-out claim (retrieval metrics absent),
+    SUPPORTED when P > 0.5 as in the engine."""
+    probs = read_verdicts(model, [e.claim for e in held_out], [e.facts for e in held_out], reader)
+    return [
+        {"uid": e.uid, "num_hops": hops[e.uid], "gold_label": READER_LABELS[e.label], "label_accuracy": float(int(p > 0.5) == e.label), "final_facts": len(e.facts)}
+        for e, p in zip(held_out, probs, strict=True)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,13 +20,14 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import get_args
 
 from baleen_core.condensing.models import READER_LABELS
-from baleen_core.config import ReaderTrainingConfig
+from baleen_core.config import ReaderRewrite, ReaderTrainingConfig
 from baleen_core.training.condenser_trainer import ReaderExample, split_held_out
 
 SUPPORTED, NOT_SUPPORTED = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
-AUGMENTATIONS = ("swap", "drop", "shuffle")
+AUGMENTATIONS = get_args(ReaderRewrite)
 
 #: A capitalised name of one or more words ("University of Embergate", "Esther Rosden"), or a year.
 _YEAR = r"\b(?:1[0-9]|20)\d\d\b"
