@@ -178,7 +178,7 @@ def train_condenser_stage1(
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
     hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
-    model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
+    model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed, condenser.scoring)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
     return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, stage1_examples(hops, config), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
@@ -211,7 +211,7 @@ def train_condenser_stage2(
     examples = stage2_examples(first, hops, condenser, config)
     del first
     golds = sum(sum(e.gold) for e in examples)
-    model = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed)
+    model = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed, condenser.scoring)
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
     extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}

@@ -12,7 +12,9 @@ Reader::
 
     [CLS] claim [SEP] fact₁ [SEP] fact₂ … [SEP]
 
-A sentence or fact is scored from the [MASK] in front of it; the reader from [CLS]. Facts are
+A sentence or fact is scored from the [MASK] in front of it (``scoring: marker``, Baleen) or from
+its own tokens against the query's (``scoring: similarity``; each window records the item spans
+and the query span for that); the reader from [CLS]. Facts are
 written ``title | sentence``. Every id comes from the tokenizer (``cls_token_id`` …); a tokenizer
 without a [MASK] token is refused with the reason. Items are cut to their token budgets, never
 dropped: stage 2 and the reader shrink the per-fact budget so that every fact gets a marker.
@@ -21,7 +23,7 @@ dropped: stage 2 and the reader shrink the per-fact budget so that every fact ge
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -56,11 +58,20 @@ class PassageSentences:
 
 @dataclass
 class Window:
-    """One encoder input: token ids, the positions scored, and which item each scores."""
+    """One encoder input: token ids, the positions scored, and which item each scores. ``spans``
+    are the scored items' own tokens ``[start, end)`` and ``query_end`` ends the claim (+ context)
+    tokens after [CLS]; the similarity head pools them (empty for the reader)."""
 
     input_ids: list[int]
     positions: list[int]
     items: list[int]
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    query_end: int = 0
+
+    def score(self, marker: int, piece_end: int) -> None:
+        """Record one scored item: its marker at ``marker``, its tokens up to ``piece_end``."""
+        self.positions.append(marker)
+        self.spans.append((marker + 1, piece_end) if piece_end > marker + 1 else (marker, marker + 1))  # a fact cut to nothing pools its marker
 
 
 @dataclass
@@ -69,9 +80,12 @@ class PaddedBatch:
     attention_mask: torch.Tensor  # [B, L]
     rows: torch.Tensor  # [N] window of each scored position
     cols: torch.Tensor  # [N] position inside the window
+    item_pool: torch.Tensor  # [B, M, L] mean-pooling weights of each window's scored items (M: most items in a window)
+    slots: torch.Tensor  # [N] each scored position's item slot in its window
+    query_pool: torch.Tensor  # [B, L] mean-pooling weights of each window's query tokens
 
     def to(self, device: torch.device) -> PaddedBatch:
-        return PaddedBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.rows, self.cols)))
+        return PaddedBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
 
 
 class SpecialIds:
@@ -116,14 +130,15 @@ def stage1_windows(
     query = claim_ids + ([special.sep, *facts[:-1]] if facts else [])
     prefix = [special.cls, *query, special.sep, *ids[passage.title]][: window_maxlen - 3]
     room = window_maxlen - len(prefix) - 1  # the closing [SEP]
+    query_end = min(1 + len(query), len(prefix))
     windows: list[Window] = []
-    current = Window(list(prefix), [], [])
+    current = Window(list(prefix), [], [], query_end=query_end)
     for i, sentence in enumerate(passage.sentences):
         piece = [special.mask, *ids[sentence.text]][:room]
         if current.items and len(current.input_ids) + len(piece) + 1 > window_maxlen:
             windows.append(current)
-            current = Window(list(prefix), [], [])
-        current.positions.append(len(current.input_ids))
+            current = Window(list(prefix), [], [], query_end=query_end)
+        current.score(len(current.input_ids), len(current.input_ids) + len(piece))
         current.items.append(i)
         current.input_ids.extend(piece)
     if current.items:
@@ -150,11 +165,13 @@ def stage2_window(
     """One input scoring every fact (item i = fact i) from the [MASK] in front of it."""
     special, ids, input_ids = _claim_prefix(tokenizer, claim, facts, claim_maxlen, ids)
     budget = _fact_budget(len(facts), maxlen - len(input_ids) - 1, fact_maxlen)
-    positions = []
+    window = Window(input_ids, [], list(range(len(facts))), query_end=len(input_ids) - 1)
     for fact in facts:
-        positions.append(len(input_ids))
-        input_ids += [special.mask, *ids[fact][:budget]]
-    return Window(input_ids + [special.sep], positions, list(range(len(facts))))
+        piece = [special.mask, *ids[fact][:budget]]
+        window.score(len(window.input_ids), len(window.input_ids) + len(piece))
+        window.input_ids.extend(piece)
+    window.input_ids.append(special.sep)
+    return window
 
 
 def reader_window(
@@ -169,14 +186,23 @@ def reader_window(
 
 
 def pad_windows(windows: Sequence[Window], pad_id: int) -> PaddedBatch:
-    """Right-pad to the longest window; scored positions as (row, col) index tensors."""
+    """Right-pad to the longest window; scored positions as (row, col) index tensors, and the
+    mean-pooling weights of every item span and query span."""
     length = max(len(w.input_ids) for w in windows)
     input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(windows), length), dtype=torch.long)
-    rows, cols = [], []
+    item_pool = torch.zeros((len(windows), max(len(w.spans) for w in windows) or 1, length))
+    query_pool = torch.zeros((len(windows), length))
+    rows, cols, slots = [], [], []
     for row, window in enumerate(windows):
         input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids, dtype=torch.long)
         attention_mask[row, : len(window.input_ids)] = 1
         rows.extend([row] * len(window.positions))
         cols.extend(window.positions)
-    return PaddedBatch(input_ids, attention_mask, torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long))
+        slots.extend(range(len(window.positions)))
+        for slot, (start, end) in enumerate(window.spans):
+            item_pool[row, slot, start:end] = 1.0 / (end - start)
+        if window.query_end > 1:
+            query_pool[row, 1 : window.query_end] = 1.0 / (window.query_end - 1)
+    index = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
+    return PaddedBatch(input_ids, attention_mask, index(rows), index(cols), item_pool, index(slots), query_pool)

@@ -2,7 +2,9 @@
 
 All three are a :class:`SequenceModel` of one ``kind``:
 
-- ``stage1``, ``stage2``: one logit per scored [MASK] position (sentence or fact);
+- ``stage1``, ``stage2``: one logit per scored sentence or fact, from the [MASK] in front of it
+  (``scoring: marker``, Baleen's) or from the similarity of its tokens to the query's
+  (``scoring: similarity``, :class:`SimilarityHead`);
 - ``reader``: two logits (NOT_SUPPORTED, SUPPORTED) from [CLS].
 
 A checkpoint directory holds ``backbone/`` (Hugging Face format, with its tokenizer), ``head.pt``
@@ -12,14 +14,17 @@ A checkpoint directory holds ``backbone/`` (Hugging Face format, with its tokeni
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
+from baleen_core.config import CondenserScoring
 from baleen_core.retrieval.modeling import load_pretrained, resolve_device
 
 Kind = Literal["stage1", "stage2", "reader"]
@@ -29,17 +34,43 @@ CONFIG_FILE = "model_config.json"
 READER_LABELS = ("NOT_SUPPORTED", "SUPPORTED")
 
 
-class HeadedEncoder(nn.Module):
-    """Backbone → hidden states at the scored positions → linear head."""
+class SimilarityHead(nn.Module):
+    """``scale · cos(query, item) + w · item + b`` over mean-pooled token states.
 
-    def __init__(self, backbone: nn.Module, outputs: int) -> None:
+    A sentence-embedding backbone (the default MiniLM) is pretrained for exactly this cosine, so
+    the head ranks facts well before any training, where a fresh linear head on [MASK] states
+    starts at chance and learns slowly (measured in docs/engine.md). ``w`` starts at 0 and lets
+    training add what the cosine misses; ``b`` centres the scores so that P > 0.5 means kept."""
+
+    def __init__(self, hidden_size: int, initial_scale: float = 10.0, initial_center: float = 0.5) -> None:
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.tensor(math.log(initial_scale)))
+        self.linear = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.constant_(self.linear.bias, -initial_scale * initial_center)
+
+    def forward(self, items: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        cosine = F.cosine_similarity(items, queries, dim=-1).unsqueeze(-1)
+        return self.log_scale.exp() * cosine + self.linear(items)
+
+
+class HeadedEncoder(nn.Module):
+    """Backbone → hidden states at the scored positions (or pooled spans) → head."""
+
+    def __init__(self, backbone: nn.Module, outputs: int, scoring: CondenserScoring = "marker") -> None:
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(backbone.config.hidden_size, outputs)
+        self.scoring = scoring
+        hidden = backbone.config.hidden_size
+        self.head = SimilarityHead(hidden) if scoring == "similarity" else nn.Linear(hidden, outputs)
 
     def forward(self, batch: PaddedBatch) -> torch.Tensor:
         hidden = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-        return self.head(hidden[batch.rows, batch.cols])
+        if self.scoring == "marker":
+            return self.head(hidden[batch.rows, batch.cols])
+        items = torch.bmm(batch.item_pool.to(hidden.dtype), hidden)[batch.rows, batch.slots]
+        queries = torch.bmm(batch.query_pool.to(hidden.dtype).unsqueeze(1), hidden).squeeze(1)[batch.rows]
+        return self.head(items, queries)
 
 
 class SequenceModel:
@@ -54,20 +85,22 @@ class SequenceModel:
         self.source = source
 
     @classmethod
-    def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0) -> SequenceModel:
-        """From a saved checkpoint directory of this kind, or from any Hugging Face checkpoint
-        path plus a fresh head (seeded). Never downloads: a missing path fails with what to fix."""
+    def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: CondenserScoring = "marker") -> SequenceModel:
+        """From a saved checkpoint directory of this kind (with the scoring it was trained with),
+        or from any Hugging Face checkpoint path plus a fresh ``scoring`` head (seeded; the reader
+        always scores from [CLS]). Never downloads: a missing path fails with what to fix."""
         source = Path(source)
         saved = (source / CONFIG_FILE).exists()
         if saved:
-            found = json.loads((source / CONFIG_FILE).read_text()).get("kind")
-            if found != kind:
-                raise ValueError(f"{source} holds a {found!r} model, not a {kind!r} one")
+            recorded = json.loads((source / CONFIG_FILE).read_text())
+            if recorded.get("kind") != kind:
+                raise ValueError(f"{source} holds a {recorded.get('kind')!r} model, not a {kind!r} one")
+            scoring = recorded.get("scoring", "marker")  # checkpoints from before the choice scored from [MASK]
         backbone_dir = source / "backbone" if saved else source
         tokenizer, backbone = load_pretrained(backbone_dir, "the condenser/reader backbone or checkpoint setting")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(head_seed)
-            module = HeadedEncoder(backbone, 2 if kind == "reader" else 1)
+            module = HeadedEncoder(backbone, 2, "marker") if kind == "reader" else HeadedEncoder(backbone, 1, scoring)
         if saved:
             module.head.load_state_dict(torch.load(source / HEAD_FILE, map_location="cpu", weights_only=True))
         device = resolve_device(device) if isinstance(device, str) else device
@@ -78,7 +111,7 @@ class SequenceModel:
         self.module.backbone.save_pretrained(directory / "backbone")
         self.tokenizer.save_pretrained(directory / "backbone")
         torch.save(self.module.head.state_dict(), directory / HEAD_FILE)
-        (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, "architecture": type(self.module.backbone).__name__, "trained_from": self.source}, indent=2))
+        (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, "scoring": self.module.scoring, "architecture": type(self.module.backbone).__name__, "trained_from": self.source}, indent=2))
         return directory
 
     # ---- what the training loop needs (baleen_core.training.loop.Trainable) ----

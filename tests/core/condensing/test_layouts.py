@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from baleen_core.condensing.layouts import SpecialIds, pad_windows, reader_window, stage1_windows, stage2_window
+from baleen_core.condensing.layouts import SpecialIds, Window, pad_windows, reader_window, stage1_windows, stage2_window
 
 from helpers import passage
 
@@ -80,3 +80,35 @@ def test_a_tokenizer_without_a_mask_token_is_refused(tokenizer, film):
 
     with pytest.raises(ValueError, match="no mask token"):
         SpecialIds(NoMask())
+
+
+def test_spans_hold_each_item_and_the_query_for_the_similarity_head(tokenizer, film):
+    context = ["Kelda Marrow | She is an actress."]
+    (window,) = stage1_windows(tokenizer, "Kelda Marrow starred in a thriller", context, film, 160, 320)
+    span_text = lambda start, end: tokenizer.decode(window.input_ids[start:end])  # noqa: E731
+    assert [span_text(*span) for span in window.spans] == [s.text.lower() for s in film.sentences]
+    assert span_text(1, window.query_end) == "kelda marrow starred in a thriller [SEP] kelda marrow | she is an actress."
+
+    facts = ["Glass Harbour | It stars Kelda Marrow.", "Oren Vask | He was born in Aarhus."]
+    window = stage2_window(tokenizer, "Kelda Marrow starred in a Danish film", facts, 96, 40, 512)
+    assert [tokenizer.decode(window.input_ids[a:b]) for a, b in window.spans] == [f.lower() for f in facts]
+    assert tokenizer.decode(window.input_ids[1 : window.query_end]) == "kelda marrow starred in a danish film"
+
+    # an item with no tokens of its own (an empty sentence) pools its marker, never an empty span
+    empty = Window([0] * 8, [], [])
+    empty.score(5, 6)
+    empty.score(6, 8)
+    assert empty.spans == [(5, 6), (7, 8)]
+
+
+def test_padding_pools_each_span_with_equal_weights(tokenizer, film):
+    windows = [stage2_window(tokenizer, "a claim", ["A | b c.", "D | e."], 96, 40, 512), *stage1_windows(tokenizer, "claim", [], film, 16, 320)]
+    batch = pad_windows(windows, tokenizer.pad_token_id)
+    for n, (row, slot) in enumerate(zip(batch.rows.tolist(), batch.slots.tolist(), strict=True)):
+        start, end = windows[row].spans[slot]
+        weights = batch.item_pool[row, slot]
+        assert weights[start:end].tolist() == pytest.approx([1 / (end - start)] * (end - start))
+        assert weights.sum().item() == pytest.approx(1.0)
+    for row, window in enumerate(windows):
+        assert batch.query_pool[row, 1 : window.query_end].tolist() == pytest.approx([1 / (window.query_end - 1)] * (window.query_end - 1))
+        assert batch.query_pool[row].sum().item() == pytest.approx(1.0)

@@ -91,3 +91,41 @@ def test_kept_facts_with_a_threshold():
     s = ["a", "b", "c"]
     assert kept_facts(s, [-0.5, -1.0, -2.0], threshold=-1.5) == [("a", -0.5), ("b", -1.0)]
     assert kept_facts(s, [3.0, 2.0, 1.0], threshold=2.5) == [("a", 3.0)]
+
+
+def test_the_similarity_head_scores_scaled_cosine_of_pooled_spans_and_survives_a_round_trip(backbone, tmp_path):
+    from baleen_core.condensing.layouts import stage2_window
+
+    model = SequenceModel.load("stage2", backbone, "cpu", scoring="similarity")
+    head = model.module.head
+    with torch.no_grad():  # a non-trivial linear term, so the brute force checks every part
+        head.linear.weight.normal_(0, 0.05)
+        head.log_scale.fill_(2.0)
+    claim, facts = "Oren Vask was born in Aarhus", ["Oren Vask | He was born in Aarhus.", "Glass Harbour | It stars Kelda Marrow.", "K | x."]
+    window = stage2_window(model.tokenizer, claim, facts, 96, 40, 512)
+    got = model.predict([window], 4)[0]
+
+    # brute force: encode the window alone, mean the tokens of each span, cosine against the claim's
+    with torch.no_grad():
+        hidden = model.module.backbone(input_ids=torch.tensor([window.input_ids])).last_hidden_state[0]
+        query = hidden[1 : window.query_end].mean(0)
+        expected = [
+            float(torch.exp(head.log_scale) * torch.cosine_similarity(hidden[a:b].mean(0), query, dim=0) + head.linear(hidden[a:b].mean(0))) for a, b in window.spans
+        ]
+    assert got.tolist() == pytest.approx(expected, abs=1e-4)
+
+    model.save(tmp_path / "s2")
+    loaded = SequenceModel.load("stage2", tmp_path / "s2", "cpu")  # marker by default: the checkpoint's own scoring wins
+    assert loaded.module.scoring == "similarity"
+    assert loaded.predict([window], 4)[0].tolist() == pytest.approx(got.tolist(), abs=1e-5)
+
+
+def test_untrained_similarity_scoring_ranks_the_fact_that_matches_the_claim_first(backbone):
+    """What the head is for: the sentence-embedding backbone already ranks by meaning, where a
+    fresh [MASK] head does not (docs/engine.md)."""
+    from baleen_core.condensing.layouts import stage2_window
+
+    model = SequenceModel.load("stage2", backbone, "cpu", scoring="similarity")
+    facts = ["Glass Harbour | It stars Kelda Marrow.", "Oren Vask | He was born in Aarhus.", "Aarhus | It is a port city.", "Oren Vask | He studied law."]
+    scores = model.predict([stage2_window(model.tokenizer, "Oren Vask was born in Aarhus", facts, 96, 40, 512)], 4)[0]
+    assert int(scores.argmax()) == 1
