@@ -59,6 +59,8 @@ class HeadedEncoder(nn.Module):
 
     def __init__(self, backbone: nn.Module, outputs: int, scoring: CondenserScoring = "marker") -> None:
         super().__init__()
+        if scoring == "similarity" and outputs != 1:
+            raise ValueError(f"similarity scoring gives one score per item, not {outputs} outputs")
         self.backbone = backbone
         self.scoring = scoring
         hidden = backbone.config.hidden_size
