@@ -290,6 +290,11 @@ class CondenserConfig(_Strict):
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()
 
+    def start(self, stage: Literal["stage1", "stage2"]) -> str:
+        """Where training of ``stage`` starts: its saved checkpoint, else the backbone."""
+        checkpoint = self.stage1_checkpoint if stage == "stage1" else self.stage2_checkpoint
+        return str(checkpoint or self.resolved_backbone())
+
     @model_validator(mode="after")
     def _room_for_new_facts(self) -> CondenserConfig:
         if self.max_kept >= self.top_facts:

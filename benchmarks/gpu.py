@@ -519,8 +519,8 @@ def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel]
     stages' facts), each from the backbone with a seeded head, held-out claims split off."""
     condenser, training = config.condenser, config.training
     cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
-    stage1 = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, cfg1.seed, condenser.scoring)
-    stage2 = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, cfg2.seed, condenser.scoring)
+    stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
+    stage2 = SequenceModel.condenser_to_train("stage2", condenser, cfg2.seed)
     reader = SequenceModel.load("reader", reader_config.checkpoint or reader_config.resolved_backbone(), reader_config.device, cfg3.seed)
 
     def stage1_set() -> list:

@@ -117,18 +117,17 @@ def _train_and_publish(
     round_number: int,
     model: SequenceModel,
     fit,
-    examples: list,
+    sets: tuple[list, list],
     config,
     meta: dict,
     title: str,
     force: bool,
     extra: dict | None = None,
-    sets: tuple[list, list] | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Hold out claims (unless ``sets`` gives (train, held out) already), train with a progress
-    display, publish, drop the epoch checkpoints. The work directory is held while training: a
-    second run of the same fingerprint waits, then reuses what the first published."""
-    train, validation = sets or split_held_out(examples, config.validation_share, config.seed)
+    """Train on ``sets`` (train, held out) with a progress display, publish, drop the epoch
+    checkpoints. The work directory is held while training: a second run of the same fingerprint
+    waits, then reuses what the first published."""
+    train, validation = sets
     waiting = lambda: run_logger().info("another run is training this same %s in work/: waiting for it", meta["producer"])  # noqa: E731
     with store.work_dir(f"{model.kind}-{meta['fingerprint']}", on_wait=waiting) as work_dir:
         if reused := _reuse(store, artifact, meta["producer"], meta["fingerprint"], force):
@@ -140,6 +139,11 @@ def _train_and_publish(
         outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
         shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
     return outputs
+
+
+def _held_out(examples: list, config) -> tuple[list, list]:
+    """(train, held out): the config's share of claims held out (split_held_out)."""
+    return split_held_out(examples, config.validation_share, config.seed)
 
 
 def _reuse(store: ArtifactStore, artifact: str, producer: str, fp: str, force: bool) -> dict[str, ArtifactRef] | None:
@@ -174,14 +178,14 @@ def train_condenser_stage1(
     """Condenser stage 1 on one round's hop labels."""
     store, producer = ArtifactStore(store_root), f"stage1-r{round_number}"
     params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
-    fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=str(condenser.stage1_checkpoint or condenser.resolved_backbone()), params=params, version=STAGE1_CHECKPOINT.version)
+    fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=condenser.start("stage1"), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
     hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
-    model = SequenceModel.load("stage1", condenser.stage1_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed, condenser.scoring)
+    model = SequenceModel.condenser_to_train("stage1", condenser, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
-    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, stage1_examples(hops, config), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
+    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, _held_out(stage1_examples(hops, config), config), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
 
 
 @task(name="train-stage2", task_run_name="train-condenser-stage2 · round {round_number}", tags=[GPU_TAG])
@@ -202,8 +206,7 @@ def train_condenser_stage2(
     """Condenser stage 2 on the trained stage 1's candidates for each labelled hop."""
     store, producer = ArtifactStore(store_root), f"stage2-r{round_number}"
     params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
-    start = str(condenser.stage2_checkpoint or condenser.resolved_backbone())
-    fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=start, params=params, version=STAGE2_CHECKPOINT.version)
+    fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=condenser.start("stage2"), params=params, version=STAGE2_CHECKPOINT.version)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
     hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
@@ -211,11 +214,11 @@ def train_condenser_stage2(
     examples = stage2_examples(first, hops, condenser, config)
     del first
     golds = sum(sum(e.gold) for e in examples)
-    model = SequenceModel.load("stage2", condenser.stage2_checkpoint or condenser.resolved_backbone(), condenser.device, config.seed, condenser.scoring)
+    model = SequenceModel.condenser_to_train("stage2", condenser, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
     extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}
-    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, examples, config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
+    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, _held_out(examples, config), config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
 
 
 @task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])
@@ -262,7 +265,7 @@ def train_claim_reader(
         extra["mean_condensed_facts"] = round(sum(len(v) for v in condensed.values()) / max(1, len(condensed)), 2)
     train, held_out = reader_training_sets(examples, config)
     extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
-    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, examples, config, meta, f"Reader, round-{round_number} labels", force, extra, (train, held_out))
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} labels", force, extra)
 
 
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:

@@ -68,8 +68,9 @@ class Window:
     spans: list[tuple[int, int]] = field(default_factory=list)
     query_end: int = 0
 
-    def score(self, marker: int, piece_end: int) -> None:
-        """Record one scored item: its marker at ``marker``, its tokens up to ``piece_end``."""
+    def add_item(self, item: int, marker: int, piece_end: int) -> None:
+        """Record scored item ``item``: its marker at ``marker``, its tokens up to ``piece_end``."""
+        self.items.append(item)
         self.positions.append(marker)
         self.spans.append((marker + 1, piece_end) if piece_end > marker + 1 else (marker, marker + 1))  # a fact cut to nothing pools its marker
 
@@ -80,12 +81,13 @@ class PaddedBatch:
     attention_mask: torch.Tensor  # [B, L]
     rows: torch.Tensor  # [N] window of each scored position
     cols: torch.Tensor  # [N] position inside the window
-    item_pool: torch.Tensor  # [B, M, L] mean-pooling weights of each window's scored items (M: most items in a window)
-    slots: torch.Tensor  # [N] each scored position's item slot in its window
-    query_pool: torch.Tensor  # [B, L] mean-pooling weights of each window's query tokens
+    # the similarity head's pooling (None when not asked for):
+    item_pool: torch.Tensor | None = None  # [B, M, L] mean-pooling weights of each window's scored items (M: most items in a window)
+    slots: torch.Tensor | None = None  # [N] each scored position's item slot in its window
+    query_pool: torch.Tensor | None = None  # [B, L] mean-pooling weights of each window's query tokens
 
     def to(self, device: torch.device) -> PaddedBatch:
-        return PaddedBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
+        return PaddedBatch(*(None if (t := getattr(self, f.name)) is None else t.to(device) for f in fields(self)))
 
 
 class SpecialIds:
@@ -138,8 +140,7 @@ def stage1_windows(
         if current.items and len(current.input_ids) + len(piece) + 1 > window_maxlen:
             windows.append(current)
             current = Window(list(prefix), [], [], query_end=query_end)
-        current.score(len(current.input_ids), len(current.input_ids) + len(piece))
-        current.items.append(i)
+        current.add_item(i, len(current.input_ids), len(current.input_ids) + len(piece))
         current.input_ids.extend(piece)
     if current.items:
         windows.append(current)
@@ -165,10 +166,10 @@ def stage2_window(
     """One input scoring every fact (item i = fact i) from the [MASK] in front of it."""
     special, ids, input_ids = _claim_prefix(tokenizer, claim, facts, claim_maxlen, ids)
     budget = _fact_budget(len(facts), maxlen - len(input_ids) - 1, fact_maxlen)
-    window = Window(input_ids, [], list(range(len(facts))), query_end=len(input_ids) - 1)
-    for fact in facts:
+    window = Window(input_ids, [], [], query_end=len(input_ids) - 1)
+    for i, fact in enumerate(facts):
         piece = [special.mask, *ids[fact][:budget]]
-        window.score(len(window.input_ids), len(window.input_ids) + len(piece))
+        window.add_item(i, len(window.input_ids), len(window.input_ids) + len(piece))
         window.input_ids.extend(piece)
     window.input_ids.append(special.sep)
     return window
@@ -185,24 +186,27 @@ def reader_window(
     return Window(input_ids, [0], [0])
 
 
-def pad_windows(windows: Sequence[Window], pad_id: int) -> PaddedBatch:
-    """Right-pad to the longest window; scored positions as (row, col) index tensors, and the
-    mean-pooling weights of every item span and query span."""
+def pad_windows(windows: Sequence[Window], pad_id: int, pool_spans: bool = False) -> PaddedBatch:
+    """Right-pad to the longest window; scored positions as (row, col) index tensors; with
+    ``pool_spans``, the mean-pooling weights of every item span and query span too."""
     length = max(len(w.input_ids) for w in windows)
     input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(windows), length), dtype=torch.long)
-    item_pool = torch.zeros((len(windows), max(len(w.spans) for w in windows) or 1, length))
-    query_pool = torch.zeros((len(windows), length))
-    rows, cols, slots = [], [], []
+    rows, cols = [], []
     for row, window in enumerate(windows):
         input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids, dtype=torch.long)
         attention_mask[row, : len(window.input_ids)] = 1
         rows.extend([row] * len(window.positions))
         cols.extend(window.positions)
-        slots.extend(range(len(window.positions)))
-        for slot, (start, end) in enumerate(window.spans):
-            item_pool[row, slot, start:end] = 1.0 / (end - start)
-        if window.query_end > 1:
-            query_pool[row, 1 : window.query_end] = 1.0 / (window.query_end - 1)
     index = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
-    return PaddedBatch(input_ids, attention_mask, index(rows), index(cols), item_pool, index(slots), query_pool)
+    batch = PaddedBatch(input_ids, attention_mask, index(rows), index(cols))
+    if pool_spans:
+        batch.item_pool = torch.zeros((len(windows), max(len(w.spans) for w in windows) or 1, length))
+        batch.query_pool = torch.zeros((len(windows), length))
+        for row, window in enumerate(windows):
+            for slot, (start, end) in enumerate(window.spans):
+                batch.item_pool[row, slot, start:end] = 1.0 / (end - start)
+            if window.query_end > 1:
+                batch.query_pool[row, 1 : window.query_end] = 1.0 / (window.query_end - 1)
+        batch.slots = index([slot for window in windows for slot in range(len(window.positions))])
+    return batch

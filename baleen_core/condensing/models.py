@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
-from baleen_core.config import CondenserScoring
+from baleen_core.config import CondenserConfig, CondenserScoring
 from baleen_core.retrieval.modeling import load_pretrained, resolve_device
 
 Kind = Literal["stage1", "stage2", "reader"]
@@ -108,6 +108,12 @@ class SequenceModel:
         device = resolve_device(device) if isinstance(device, str) else device
         return cls(kind, module, tokenizer, device, str(source))
 
+    @classmethod
+    def condenser_to_train(cls, stage: Literal["stage1", "stage2"], condenser: CondenserConfig, head_seed: int) -> SequenceModel:
+        """Condenser ``stage`` where its training starts (:meth:`CondenserConfig.start`), with the
+        configured scoring when the head is fresh."""
+        return cls.load(stage, condenser.start(stage), condenser.device, head_seed, condenser.scoring)
+
     def save(self, directory: Path | str) -> Path:
         directory = Path(directory)
         self.module.backbone.save_pretrained(directory / "backbone")
@@ -128,7 +134,7 @@ class SequenceModel:
     def logits(self, windows: Sequence[Window]) -> torch.Tensor:
         """Logits at every scored position of ``windows``, in order: ``[N]`` for the condensers,
         ``[N, 2]`` for the reader. Keeps the autograd graph (training calls this)."""
-        out = self.module(pad_windows(windows, self.special.pad).to(self.device)).float()
+        out = self.module(pad_windows(windows, self.special.pad, self.module.scoring == "similarity").to(self.device)).float()
         return out if self.kind == "reader" else out.squeeze(-1)
 
     @torch.inference_mode()

@@ -96,14 +96,14 @@ def test_spans_hold_each_item_and_the_query_for_the_similarity_head(tokenizer, f
 
     # an item with no tokens of its own (an empty sentence) pools its marker, never an empty span
     empty = Window([0] * 8, [], [])
-    empty.score(5, 6)
-    empty.score(6, 8)
+    empty.add_item(0, 5, 6)
+    empty.add_item(1, 6, 8)
     assert empty.spans == [(5, 6), (7, 8)]
 
 
 def test_padding_pools_each_span_with_equal_weights(tokenizer, film):
     windows = [stage2_window(tokenizer, "a claim", ["A | b c.", "D | e."], 96, 40, 512), *stage1_windows(tokenizer, "claim", [], film, 16, 320)]
-    batch = pad_windows(windows, tokenizer.pad_token_id)
+    batch = pad_windows(windows, tokenizer.pad_token_id, pool_spans=True)
     for n, (row, slot) in enumerate(zip(batch.rows.tolist(), batch.slots.tolist(), strict=True)):
         start, end = windows[row].spans[slot]
         weights = batch.item_pool[row, slot]
