@@ -92,6 +92,7 @@ from baleen_core.config import (  # noqa: E402
     default_backbone,
 )
 from baleen_core.engine import ClaimInput, Verdict, verify_claims  # noqa: E402
+from baleen_core.held_out import split_held_out  # noqa: E402
 from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
@@ -101,7 +102,6 @@ from baleen_core.training.condenser_trainer import (  # noqa: E402
     LabelledHop,
     condensed_facts,
     reader_examples,
-    split_held_out,
     stage1_examples,
     stage2_examples,
     train_reader,

@@ -19,11 +19,11 @@ from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     condensed_facts,
-    split_held_out,
     reader_examples,
     stage1_examples,
     stage2_examples,

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from baleen_core.metrics import set_prf
-from baleen_core.training.condenser_trainer import held_out_uids
+from baleen_core.held_out import held_out_uids
 
 Fact = tuple[int, int]  # (pid, sid)
 

@@ -23,7 +23,7 @@ passages, and the claim's whole gold fact set.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,20 +219,6 @@ def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: Re
 
 
 # ---- training ---------------------------------------------------------------------------------
-def held_out_uids(uids: Iterable[str], share: float, seed: int) -> set[str]:
-    """A seeded ``share`` of the distinct claim uids: the claims held out of training."""
-    distinct = sorted(set(uids))
-    n = round(share * len(distinct))
-    return set(random.Random(seed).sample(distinct, n)) if n else set()
-
-
-def split_held_out(examples: Sequence, share: float, seed: int) -> tuple[list, list]:
-    """(train, validation): a seeded share of the claims (all their examples, never single hops)
-    is held out for the validation curve (:func:`held_out_uids`)."""
-    held = held_out_uids((e.uid for e in examples), share, seed)
-    return [e for e in examples if e.uid not in held], [e for e in examples if e.uid in held]
-
-
 def train_stage1(model: SequenceModel, train: Sequence[Stage1Example], validation: Sequence[Stage1Example], condenser: CondenserConfig, config: Stage1TrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
     return train_epochs(model, train, lambda batch: stage1_loss(model, batch, condenser), config, work_dir, on_step, validation)
 

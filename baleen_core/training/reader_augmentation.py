@@ -24,7 +24,8 @@ from typing import get_args
 
 from baleen_core.condensing.models import READER_LABELS
 from baleen_core.config import ReaderRewrite, ReaderTrainingConfig
-from baleen_core.training.condenser_trainer import ReaderExample, split_held_out
+from baleen_core.held_out import split_held_out
+from baleen_core.training.condenser_trainer import ReaderExample
 
 SUPPORTED, NOT_SUPPORTED = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
 AUGMENTATIONS = get_args(ReaderRewrite)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from baleen_core.condensing.calibration import ThresholdTrial, calibration_claims, choose_threshold, threshold_trial
-from baleen_core.training.condenser_trainer import held_out_uids
+from baleen_core.held_out import held_out_uids
 
 
 def test_threshold_trial_scores_final_facts_against_the_whole_gold_set_hand_worked():

@@ -17,7 +17,6 @@ from baleen_core.training.condenser_trainer import (
     condensed_facts,
     contrastive_ce,
     reader_examples,
-    split_held_out,
     stage1_examples,
     stage2_examples,
     train_reader,
@@ -86,14 +85,6 @@ def test_reader_examples_pair_condensed_and_gold_facts_per_claim():
         ("u2", ("Gold1 | The key fact is here.",), 0),
     ]  # u3 has no label: not a training claim
     assert len(reader_examples(hops, condensed, "gold")) == 2
-
-
-def test_held_out_split_keeps_whole_claims_and_is_seeded():
-    examples = [ReaderExample(f"u{i // 3}", "c", (), 0) for i in range(60)]
-    train, validation = split_held_out(examples, 0.1, seed=1)
-    assert len(validation) == 6 and {e.uid for e in train}.isdisjoint({e.uid for e in validation})
-    assert split_held_out(examples, 0.1, seed=1) == (train, validation)
-    assert split_held_out(examples, 0.0, seed=1) == (examples, [])
 
 
 def rule_world(n: int, offset: int = 0):

@@ -5,7 +5,8 @@ import random
 import pytest
 
 from baleen_core.config import ReaderTrainingConfig
-from baleen_core.training.condenser_trainer import ReaderExample, split_held_out
+from baleen_core.held_out import split_held_out
+from baleen_core.training.condenser_trainer import ReaderExample
 from baleen_core.training.reader_augmentation import NOT_SUPPORTED, SUPPORTED, augment_reader_examples, name_pool, reader_training_sets, swap_detail
 
 FILM = ReaderExample(
