@@ -24,6 +24,9 @@ finished):
 - ``engine``: ``baleen_core.engine.verify_claims`` over the dev claims, claims/s per system (the
   full system and BM25 multi-hop by default), after calibrating the stage-2 threshold on held-out
   training claims as the evaluation flow does;
+- ``engine.profile``: the full system once more on ``--profile-claims`` dev claims under cProfile
+  (``baleen_core.profiling``): host seconds by package and the functions with the most own time,
+  to see what holds claims/s down when the device is fast;
 - ``hover_mini_dev``: HoVer's metrics per system and hop count (``baleen_core.results``
   on the same per-claim rows as the evaluation's ``claim_metrics``).
 
@@ -94,6 +97,7 @@ from baleen_core.config import (  # noqa: E402
 from baleen_core.engine import ClaimInput, Verdict, verify_claims  # noqa: E402
 from baleen_core.held_out import split_held_out  # noqa: E402
 from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
+from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec  # noqa: E402
@@ -638,9 +642,11 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims) 
     return rows
 
 
-def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str]) -> tuple[dict, dict]:
+def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], profile_claims: int = 0) -> tuple[dict, dict]:
     """flows/evaluation.py in memory: calibrate the stage-2 threshold on the training claims
-    stage 2 held out, then every system over the same dev claims, scored per claim."""
+    stage 2 held out, then every system over the same dev claims, scored per claim; then, apart
+    from the timed runs, the full system on the first ``profile_claims`` dev claims under cProfile
+    (where the host's time goes: ``engine.profile``)."""
     engine: dict = {}
     cfg2 = config.training.stage2
     read = [h.uid for h in trained.condenser_labels]
@@ -669,6 +675,10 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     ev = config.evaluation
     main = "baleen" if "baleen" in metric_rows else systems[0]
     engine.update({"claims_per_s": speeds[main]["claims_per_s"], "system": main, "split": ev.split, "depth": ev.depth, "systems": speeds})
+    if profile_claims:
+        (_, speed), profile = profile_call(lambda: run_engine(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
+        engine["profile"] = {"system": main, **speed, **profile.as_dict()}
+        log(f"engine profile · {main}: own seconds by package {engine['profile']['by_package']}")
     quality = {
         "split": ev.split,
         "claims": len(dev),
@@ -791,6 +801,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--depth", type=int, default=100, help="passages retrieved per claim over its hops (Retrieval@depth)")
     group.add_argument("--systems", default="baleen,bm25-multihop", help=f"engine systems, of {','.join(SYSTEMS)}")
     group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the metric intervals")
+    group.add_argument("--profile-claims", type=int, default=None, help="dev claims the full system verifies again under cProfile, apart from the timed run (default: 100 on a GPU, 0 = none on a CPU)")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"
     args.sections = [s for s in args.sections.split(",") if s]
@@ -802,6 +813,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.encode_passages = args.encode_passages or (16_384 if gpu else 256)
     args.matmul_size = args.matmul_size or (8192 if gpu else 1024)
     args.matmul_iterations = args.matmul_iterations or (50 if gpu else 5)
+    args.profile_claims = (100 if gpu else 0) if args.profile_claims is None else args.profile_claims
     args.backbone = args.backbone or default_backbone_path(args.carry)
     args.out = args.out or default_out()
     return args
@@ -858,7 +870,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
             if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
                 results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
-            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems)
+            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems, args.profile_claims)
             results.doc["engine"] = engine
             results.set("hover_mini_dev", quality)
         results.doc["device"]["peak_rss_gib"] = round(peak_rss_gib(), 2)

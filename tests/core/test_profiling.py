@@ -1,0 +1,46 @@
+"""The host profile: the call's result, its time attributed to the right functions and packages."""
+
+import json
+import sysconfig
+from pathlib import Path
+
+import torch
+
+from baleen_core.profiling import package_of, profile_call
+
+
+def spin(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def encode_many(n: int) -> int:
+    return sum(len(json.dumps({"i": i, "xs": list(range(20))})) for i in range(n))
+
+
+def test_profile_call_returns_the_result_and_finds_the_heaviest_function():
+    result, profile = profile_call(lambda: (spin(400_000), encode_many(20), torch.ones(3).tolist()), top=5)
+    assert result[0] == sum(range(400_000)) and result[2] == [1.0, 1.0, 1.0]
+    assert profile.top[0].function.startswith("spin (test_profiling.py:") and profile.top[0].calls == 1
+    assert len(profile.top) == 5 and [f.own_seconds for f in profile.top] == sorted((f.own_seconds for f in profile.top), reverse=True)
+    # own times add up to (at most) the wall time, and the test module's spin leads its package
+    assert 0 < sum(profile.by_package.values()) <= profile.wall_seconds * 1.05
+    assert "torch" in profile.by_package and "python" in profile.by_package
+    shares = profile.as_dict()["by_package"]
+    assert all(0 <= v["share"] <= 1.05 for v in shares.values())
+
+
+def test_package_of_files_and_builtins():
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    assert package_of(str(stdlib / "json" / "encoder.py"), "encode") == "python"
+    assert package_of("/x/.venv/lib/python3.11/site-packages/transformers/modeling_utils.py", "forward") == "transformers"
+    assert package_of("/work/main/baleen_core/engine.py", "verify_claims") == "baleen_core"
+    assert package_of("~", "<method 'tolist' of 'torch._C.TensorBase' objects>") == "torch"
+    assert package_of("~", "<built-in method torch._C._nn.linear>") == "torch"
+    assert package_of("~", "<built-in method builtins.sorted>") == "python"
+    assert package_of("~", "<built-in method encode_batch>") == "python"
+    assert package_of("~", "<built-in method time.perf_counter>") == "python"
+    assert package_of("~", "<method 'disable' of '_lsprof.Profiler' objects>") == "python"
+    assert package_of("/somewhere/else/script.py", "main") == "other"
