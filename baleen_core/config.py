@@ -271,9 +271,10 @@ class CondenserConfig(_Strict):
     stage1_checkpoint: Path | None = Field(default=None, description="A saved stage-1 condenser (overrides backbone).")
     stage2_checkpoint: Path | None = Field(default=None, description="A saved stage-2 condenser (overrides backbone).")
     scoring: CondenserScoring = Field(
-        default="marker",
-        description="How a fresh head scores a sentence: from the [MASK] before it (marker, Baleen) or as the similarity of its tokens to the query's "
-        "(similarity; ranks well before training with a sentence-embedding backbone, docs/engine.md). A saved checkpoint keeps its own.",
+        default="similarity",
+        description="How a fresh head scores a sentence: as the similarity of its tokens to the query's (similarity; ranks well before training "
+        "with a sentence-embedding backbone and beat the marker head on held-out hover-mini training claims, docs/engine.md) or from the [MASK] "
+        "before it (marker, Baleen's head). A saved checkpoint keeps its own.",
     )
     query_maxlen: int = Field(default=160, ge=16, description="Stage 1: tokens of claim + context before [SEP].")
     window_maxlen: int = Field(default=320, ge=32, le=512, description="Stage 1: tokens per input; longer passages continue in a second window.")
@@ -464,14 +465,11 @@ def demo_preset() -> BaleenConfig:
     retrieval depth of 30 by the full system and the two cheapest baselines (BM25 multi-hop,
     single-hop). Stage 1 trains on the gold sentences at a higher learning rate: with one hard
     negative passage and 50 steps, the passage-level labels of the default learn too slowly
-    (chosen on held-out training hops of a demo world with another seed, see docs/demo.md). The
-    condensers score sentences by similarity (``condenser.scoring``). Real runs (hover-mini, HoVer) use the defaults, every system included, or their own config."""
+    (chosen on held-out training hops of a demo world with another seed, see docs/demo.md). Real
+    runs (hover-mini, HoVer) use the defaults, every system included, or their own config."""
     return BaleenConfig(
         labels=LabelConfig(rounds=1, relabel_for_condensers=False),  # on a few hundred training claims a second FLIPR round memorises them
         evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"], calibration_claims=12),
-        # a fresh [MASK] head learns little in a minute of CPU training; scoring by the similarity the
-        # MiniLM backbone was pretrained for starts ranking well (measured on another seed's world, docs/demo.md)
-        condenser=CondenserConfig(scoring="similarity"),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=200, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=1),

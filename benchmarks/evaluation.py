@@ -85,7 +85,7 @@ def main() -> None:
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
     budgets = {"training": yaml.safe_load(training_config.read_text()).get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
-               "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept"})}
+               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"})}
     document = results_document(metric_rows, speed, "dev", wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -61,7 +61,7 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
         assert first["validated"] >= 1  # the held-out curve has a point per epoch
     for name in ("stage1_checkpoint", "stage2_checkpoint", "reader_checkpoint"):
         assert (store.latest(name).path / "backbone").is_dir()
-    # with the scoring the config asked for, recorded so that the engine loads them with it
+    # with the default scoring, recorded so that the engine loads them with it
     assert [json.loads((store.latest(name).path / "model_config.json").read_text())["scoring"] for name in ("stage1_checkpoint", "stage2_checkpoint")] == ["similarity"] * 2
     # the reader trained on its claims' examples plus their rewrites (which claims get rewritten is
     # tested in tests/core/training/test_reader_augmentation.py)
