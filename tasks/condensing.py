@@ -141,11 +141,6 @@ def _train_and_publish(
     return outputs
 
 
-def _held_out(examples: list, config) -> tuple[list, list]:
-    """(train, held out): the config's share of claims held out (split_held_out)."""
-    return split_held_out(examples, config.validation_share, config.seed)
-
-
 def _reuse(store: ArtifactStore, artifact: str, producer: str, fp: str, force: bool) -> dict[str, ArtifactRef] | None:
     reused = None if force else store.find_outputs([artifact, "training_steps"], producer, fp)
     if reused:
@@ -185,7 +180,7 @@ def train_condenser_stage1(
     model = SequenceModel.condenser_to_train("stage1", condenser, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
-    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, _held_out(stage1_examples(hops, config), config), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
+    return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, split_held_out(stage1_examples(hops, config), config.validation_share, config.seed), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
 
 
 @task(name="train-stage2", task_run_name="train-condenser-stage2 · round {round_number}", tags=[GPU_TAG])
@@ -218,7 +213,7 @@ def train_condenser_stage2(
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
     extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}
-    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, _held_out(examples, config), config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
+    return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, split_held_out(examples, config.validation_share, config.seed), config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
 
 
 @task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])

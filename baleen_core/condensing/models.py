@@ -90,7 +90,8 @@ class SequenceModel:
     def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: CondenserScoring = "marker") -> SequenceModel:
         """From a saved checkpoint directory of this kind (with the scoring it was trained with),
         or from any Hugging Face checkpoint path plus a fresh ``scoring`` head (seeded; the reader
-        always scores from [CLS]). Never downloads: a missing path fails with what to fix."""
+        always scores from [CLS]). A fresh head here is Baleen's marker unless asked otherwise; the
+        pipeline asks for ``condenser.scoring`` (similarity by default) through :meth:`condenser_to_train`. Never downloads: a missing path fails with what to fix."""
         source = Path(source)
         saved = (source / CONFIG_FILE).exists()
         if saved:
