@@ -54,23 +54,27 @@ def _use_store(store: Optional[Path]) -> None:
 
 def _config_arg(config: Optional[Path]) -> Optional[str]:
     """The config file's absolute path, validated here so that a typo fails before any flow run
-    starts (a :class:`ConfigError` naming the file, the key and the closest valid key)."""
+    starts (a :class:`ConfigError` naming the file, the key and the closest valid key). A
+    ``store_root`` in the file is where the flows write, so it becomes the store this command
+    reports on (its artifacts, report and SQL hint) too."""
     if not config:
         return None
     from baleen_core.config import BaleenConfig
 
     path = config.expanduser().resolve()
-    BaleenConfig.load(path)
+    os.environ["BALEEN_STORE"] = str(BaleenConfig.load(path).store_root)
     return str(path)
 
 
 def _report(refs: dict) -> None:
     from baleen_core.config import default_store_root
+    from baleen_core.runtime import baleen_home
 
     typer.echo("\nArtifacts:")
     for key, ref in refs.items():
         typer.echo(f"  {key:<22} {ref.rows:>9,} rows  {ref.path}")
-    typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql \"{SAMPLE_QUERY}\"")
+    store_option = "" if default_store_root() == baleen_home() / "store" else f" --store {default_store_root()}"
+    typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql{store_option} \"{SAMPLE_QUERY}\"")
     if any(key.endswith("flipr_index") for key in refs):
         typer.echo('Search the index, e.g.:\n  baleen search "<a claim>" --explain 1')
     typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")

@@ -72,3 +72,27 @@ def test_a_bad_config_fails_in_one_line_before_any_flow_starts(tmp_path, capsys)
     assert not (tmp_path / "store").exists()  # nothing ran
     with pytest.raises(ConfigError):  # --debug: the exception itself, with its traceback
         main(["corpus", str(tmp_path / "no-such-dataset"), "--config", str(config), "--debug"])
+
+
+def test_a_store_root_in_the_config_is_the_store_the_command_reports(tmp_path, monkeypatch, capsys):
+    """The flows write where the config's store_root says; the artifact list, the store line and
+    the SQL hint must point there too, not at the default store."""
+    from baleen_flows.cli import _config_arg, _report
+
+    monkeypatch.setenv("BALEEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("BALEEN_STORE", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    config = tmp_path / "run.yaml"
+    config.write_text(f"store_root: {elsewhere}\n")
+    _config_arg(config)
+    _report({})
+    out = capsys.readouterr().out
+    assert f"baleen sql --store {elsewhere} " in out
+    assert f"(store: {elsewhere}; DuckDB catalog: {elsewhere / 'catalog.duckdb'})" in out
+
+    monkeypatch.delenv("BALEEN_STORE")
+    config.write_text("labels:\n  rounds: 1\n")  # no store_root: the default store, no --store in the hint
+    _config_arg(config)
+    _report({})
+    out = capsys.readouterr().out
+    assert 'baleen sql "' in out and f"(store: {tmp_path / 'home' / 'store'};" in out
