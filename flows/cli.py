@@ -503,6 +503,12 @@ def _console_logs_to_stdout_without_tracebacks() -> None:
     from prefect.logging.handlers import PrefectConsoleHandler
 
     ensure_logging_setup()  # Prefect's handlers exist from here on; later setups are incremental
+    # The temporary Prefect server is a subprocess with its own logging, set up from this
+    # environment. Stopping it cancels its SQLite session, and SQLAlchemy's pool then logs that
+    # harmless cancellation as an ERROR with a traceback, after the run's results. So libraries
+    # that log only through the root logger stay quiet on the console (Prefect's own loggers,
+    # prefect.server and uvicorn keep their levels; the runs' logs reach the UI; --debug keeps all).
+    os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "CRITICAL")
 
     loggers = [logging.getLogger()] + [l for l in logging.Logger.manager.loggerDict.values() if isinstance(l, logging.Logger)]
     for handler in {h for logger in loggers for h in logger.handlers if isinstance(h, PrefectConsoleHandler)}:

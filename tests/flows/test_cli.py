@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -96,3 +97,20 @@ def test_a_store_root_in_the_config_is_the_store_the_command_reports(tmp_path, m
     _report({})
     out = capsys.readouterr().out
     assert 'baleen sql "' in out and f"(store: {tmp_path / 'home' / 'store'};" in out
+
+
+def test_the_temporary_servers_library_noise_stays_out_of_the_console(monkeypatch):
+    """The CLI (without --debug) asks the Prefect server subprocess, through the environment it
+    inherits, for a root logger at CRITICAL: SQLAlchemy's pool logs the cancellation of the
+    server's session at shutdown as an ERROR with a traceback. Checked against Prefect's own
+    logging setup, as the subprocess loads it, and only for the root logger."""
+    from prefect.logging.configuration import DEFAULT_LOGGING_SETTINGS_PATH, load_logging_config
+
+    from baleen_flows.cli import _console_logs_to_stdout_without_tracebacks
+
+    monkeypatch.delenv("PREFECT_LOGGING_ROOT_LEVEL", raising=False)
+    _console_logs_to_stdout_without_tracebacks()
+    assert os.environ["PREFECT_LOGGING_ROOT_LEVEL"] == "CRITICAL"
+    server_logging = load_logging_config(DEFAULT_LOGGING_SETTINGS_PATH)
+    assert server_logging["root"]["level"] == "CRITICAL"
+    assert server_logging["loggers"]["prefect.server"]["level"] != "CRITICAL" and server_logging["loggers"]["uvicorn"]["level"] != "CRITICAL"
