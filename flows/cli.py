@@ -76,7 +76,7 @@ def _report(refs: dict) -> None:
     store_option = "" if default_store_root() == baleen_home() / "store" else f" --store {default_store_root()}"
     typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql{store_option} \"{SAMPLE_QUERY}\"")
     if any(key.endswith("flipr_index") for key in refs):
-        typer.echo('Search the index, e.g.:\n  baleen search "<a claim>" --explain 1')
+        typer.echo(f'Search the index, e.g.:\n  baleen search{store_option} "<a claim>" --explain 1')
     typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
 
 

@@ -75,6 +75,10 @@ def test_a_bad_config_fails_in_one_line_before_any_flow_starts(tmp_path, capsys)
         main(["corpus", str(tmp_path / "no-such-dataset"), "--config", str(config), "--debug"])
 
 
+class _RefWithRows:
+    rows, path = 3, "somewhere"
+
+
 def test_a_store_root_in_the_config_is_the_store_the_command_reports(tmp_path, monkeypatch, capsys):
     """The flows write where the config's store_root says; the artifact list, the store line and
     the SQL hint must point there too, not at the default store."""
@@ -86,9 +90,9 @@ def test_a_store_root_in_the_config_is_the_store_the_command_reports(tmp_path, m
     config = tmp_path / "run.yaml"
     config.write_text(f"store_root: {elsewhere}\n")
     _config_arg(config)
-    _report({})
+    _report({"training/flipr_index": _RefWithRows()})
     out = capsys.readouterr().out
-    assert f"baleen sql --store {elsewhere} " in out
+    assert f"baleen sql --store {elsewhere} " in out and f'baleen search --store {elsewhere} "' in out
     assert f"(store: {elsewhere}; DuckDB catalog: {elsewhere / 'catalog.duckdb'})" in out
 
     monkeypatch.delenv("BALEEN_STORE")
