@@ -56,7 +56,7 @@ def _config_arg(config: Optional[Path]) -> Optional[str]:
     """The config file's absolute path, validated here so that a typo fails before any flow run
     starts (a :class:`ConfigError` naming the file, the key and the closest valid key). A
     ``store_root`` in the file is where the flows write, so it becomes the store this command
-    reports on (its artifacts, report and SQL hint) too."""
+    reports on (its artifacts, report, SQL and search hints) too."""
     if not config:
         return None
     from baleen_core.config import BaleenConfig
@@ -70,14 +70,15 @@ def _report(refs: dict) -> None:
     from baleen_core.config import default_store_root
     from baleen_core.runtime import baleen_home
 
+    root = default_store_root()
     typer.echo("\nArtifacts:")
     for key, ref in refs.items():
         typer.echo(f"  {key:<22} {ref.rows:>9,} rows  {ref.path}")
-    store_option = "" if default_store_root() == baleen_home() / "store" else f" --store {default_store_root()}"
+    store_option = "" if root == baleen_home() / "store" else f" --store {root}"
     typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql{store_option} \"{SAMPLE_QUERY}\"")
     if any(key.endswith("flipr_index") for key in refs):
         typer.echo(f'Search the index, e.g.:\n  baleen search{store_option} "<a claim>" --explain 1')
-    typer.echo(f"(store: {default_store_root()}; DuckDB catalog: {default_store_root() / 'catalog.duckdb'})")
+    typer.echo(f"(store: {root}; DuckDB catalog: {root / 'catalog.duckdb'})")
 
 
 SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_100": "all gold found", "label_accuracy": "label acc"}
