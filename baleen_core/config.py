@@ -478,9 +478,9 @@ def demo_preset() -> BaleenConfig:
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=200, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=1),
-            # stage 2 reads 9 passages per hop as the engine reads 7-15 (one left it unable to tell a
-            # name-sharing look-alike from the chain), with the gold and its own earlier context;
-            # a fifth of its claims held out to calibrate the threshold on (docs/demo.md)
+            # each hop read as the engine reads one, 9 passages (the engine: 7-15): with a single
+            # hard negative stage 2 never saw the name-sharing look-alikes it must drop. Gold and own
+            # earlier context; a fifth of its claims held out to calibrate the threshold on (docs/demo.md)
             stage2=Stage2TrainingConfig(max_examples=400, epochs=2, negative_passages=8, context="both", validation_share=0.2),
             reader=ReaderTrainingConfig(max_examples=120, epochs=1, negative_passages=1),
         ),
