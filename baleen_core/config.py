@@ -382,10 +382,15 @@ class GateConfig(_Strict):
     )
 
 
+def home_store_root() -> Path:
+    """The store when nothing names another: <baleen home>/store."""
+    return baleen_home() / "store"
+
+
 def default_store_root() -> Path:
-    """$BALEEN_STORE, else <baleen home>/store."""
+    """$BALEEN_STORE, else :func:`home_store_root`."""
     env = os.environ.get("BALEEN_STORE")
-    return Path(env) if env else baleen_home() / "store"
+    return Path(env) if env else home_store_root()
 
 
 class BaleenConfig(_Strict):

@@ -62,19 +62,18 @@ def _config_arg(config: Optional[Path]) -> Optional[str]:
     from baleen_core.config import BaleenConfig
 
     path = config.expanduser().resolve()
-    os.environ["BALEEN_STORE"] = str(BaleenConfig.load(path).store_root)
+    _use_store(BaleenConfig.load(path).store_root)
     return str(path)
 
 
 def _report(refs: dict) -> None:
-    from baleen_core.config import default_store_root
-    from baleen_core.runtime import baleen_home
+    from baleen_core.config import default_store_root, home_store_root
 
     root = default_store_root()
     typer.echo("\nArtifacts:")
     for key, ref in refs.items():
         typer.echo(f"  {key:<22} {ref.rows:>9,} rows  {ref.path}")
-    store_option = "" if root == baleen_home() / "store" else f" --store {root}"
+    store_option = "" if root == home_store_root() else f" --store {root}"
     typer.echo(f"\nQuery them with SQL, e.g.:\n  baleen sql{store_option} \"{SAMPLE_QUERY}\"")
     if any(key.endswith("flipr_index") for key in refs):
         typer.echo(f'Search the index, e.g.:\n  baleen search{store_option} "<a claim>" --explain 1')
