@@ -112,7 +112,8 @@ def test_the_temporary_servers_library_noise_stays_out_of_the_console(monkeypatc
 
     from baleen_flows.cli import _console_logs_to_stdout_without_tracebacks
 
-    monkeypatch.delenv("PREFECT_LOGGING_ROOT_LEVEL", raising=False)
+    monkeypatch.setenv("PREFECT_LOGGING_ROOT_LEVEL", "unset")  # recorded, so the CLI's setting is undone after the test
+    monkeypatch.delenv("PREFECT_LOGGING_ROOT_LEVEL")
     _console_logs_to_stdout_without_tracebacks()
     assert os.environ["PREFECT_LOGGING_ROOT_LEVEL"] == "CRITICAL"
     server_logging = load_logging_config(DEFAULT_LOGGING_SETTINGS_PATH)
