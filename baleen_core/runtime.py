@@ -24,6 +24,10 @@ SAFE_DEFAULTS: dict[str, str] = {
     "TOKENIZERS_PARALLELISM": "false",  # avoids fork warnings/deadlocks under Prefect's threads
     # The ephemeral Prefect server needs more than the default 20 s to start on 2 slow cores.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    # The temporary server's automation services (reactive triggers, actions, and a trigger
+    # evaluation every 5 s) are SQLite writers that contend with the task-run recorder
+    # ("database is locked", PrefectHQ/prefect#15170); the pipeline defines no automations.
+    "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     "PREFECT_LOGGING_LEVEL": "INFO",
 }
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -119,3 +121,25 @@ def test_the_temporary_servers_library_noise_stays_out_of_the_console(monkeypatc
     server_logging = load_logging_config(DEFAULT_LOGGING_SETTINGS_PATH)
     assert server_logging["root"]["level"] == "CRITICAL"
     assert server_logging["loggers"]["prefect.server"]["level"] != "CRITICAL" and server_logging["loggers"]["uvicorn"]["level"] != "CRITICAL"
+
+
+
+def test_the_temporary_server_runs_no_automation_services_but_still_records_task_runs():
+    """Prefect's trigger services are SQLite writers that contend with the task-run recorder;
+    the runtime defaults turn them off. Checked in a fresh process, as the CLI starts, through
+    Prefect's own service registry (so a misspelt setting fails here); a value the user exported
+    wins."""
+    probe = (
+        "from baleen_core.runtime import apply_runtime_defaults; apply_runtime_defaults(); "
+        "from prefect.server.events.services.actions import Actions; "
+        "from prefect.server.events.services.triggers import ReactiveTriggers; "
+        "from prefect.server.services.task_run_recorder import TaskRunRecorder; "
+        "print(ReactiveTriggers.enabled(), Actions.enabled(), TaskRunRecorder.enabled())"
+    )
+
+    def services(**exported: str) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | exported
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+
+    assert services() == ["False", "False", "True"]
+    assert services(PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED="true") == ["True", "True", "True"]
