@@ -372,12 +372,16 @@ class DemoWorld:
         facts = [[entity.name, entity.fact_sid[name]] for entity, name in chain]
         return {"claim": text[0].upper() + text[1:], "supporting_facts": facts, "label": "SUPPORTED" if supported else "NOT_SUPPORTED", "num_hops": hops}
 
+    #: Share of the start entities whose chains are dev-only: fixed, so that the dev claims stay
+    #: the same when the number of training claims changes.
+    DEV_START_SHARE = 0.2
+
     def starts(self) -> tuple[list[Entity], list[Entity]]:
         """The start entities of training and of dev claims: disjoint, so no dev claim shares its
         gold passage chain with a training claim."""
         starts = [e for kind in self._START for e in self.entities[kind]]
         self.rng.shuffle(starts)
-        n_dev = max(1, round(len(starts) * self.config.n_dev_claims / (self.config.n_train_claims + self.config.n_dev_claims)))
+        n_dev = max(1, round(len(starts) * self.DEV_START_SHARE))
         return starts[n_dev:], starts[:n_dev]
 
     def claims(self, n: int, starts: list[Entity], seen: set[str], offset: int = 0) -> list[dict]:
@@ -400,7 +404,10 @@ def _config_digest(config: DemoConfig) -> str:
     return hashlib.sha256((config.model_dump_json() + _WORLD_VERSION).encode()).hexdigest()[:16]
 
 
-_WORLD_VERSION = "2"  # bump when the generator changes, so a written world is rewritten
+_WORLD_VERSION = "3"  # bump when the generator changes, so a written world is rewritten
+
+
+DEV_ID_OFFSET = 90_000  # dev claims' hpqa_ids start here: apart from training ids at any size
 
 
 def write_demo_world(out_dir: Path | str, config: DemoConfig | None = None) -> Path:
@@ -430,8 +437,9 @@ def write_demo_world(out_dir: Path | str, config: DemoConfig | None = None) -> P
             fh.write((json.dumps(row, ensure_ascii=False) + "\n").encode())
     train_starts, dev_starts = world.starts()
     seen: set[str] = set()
+    # dev first, so the dev claims do not depend on how many training claims are drawn after them
+    dev = world.claims(config.n_dev_claims, dev_starts, seen, offset=DEV_ID_OFFSET)
     train = world.claims(config.n_train_claims, train_starts, seen)
-    dev = world.claims(config.n_dev_claims, dev_starts, seen, offset=len(train))
     (out_dir / "claims_train.json").write_text(json.dumps(train, indent=1, ensure_ascii=False))
     (out_dir / "claims_dev.json").write_text(json.dumps(dev, indent=1, ensure_ascii=False))
     marker.write_text(json.dumps({"digest": digest, "config": config.model_dump(), "passages": len(passages),
