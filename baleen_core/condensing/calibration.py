@@ -22,13 +22,16 @@ Fact = tuple[int, int]  # (pid, sid)
 
 
 def calibration_claims(read_uids: Sequence[str], all_uids: Collection[str], validation_share: float, seed: int, most: int) -> list[str]:
-    """The held-out training claims to calibrate on: the claims stage 2 held out of the hops it
-    read (``read_uids``, its validation claims), then, up to ``most`` in all, a seeded sample of
-    the training claims it never read (beyond its example budget). Sorted."""
-    validation = held_out_uids(read_uids, validation_share, seed)
+    """At most ``most`` held-out training claims to calibrate on: the claims stage 2 held out of
+    the hops it read (``read_uids``, its validation claims; a seeded sample of them when they are
+    more), then a seeded sample of the training claims it never read (beyond its example budget).
+    Sorted."""
+    validation = sorted(held_out_uids(read_uids, validation_share, seed))
+    if len(validation) >= most:
+        return sorted(random.Random(seed).sample(validation, most))
     unread = sorted(set(all_uids) - set(read_uids))
-    room = max(0, most - len(validation))
-    return sorted(validation | set(random.Random(seed).sample(unread, min(room, len(unread)))))
+    room = most - len(validation)
+    return sorted(set(validation) | set(random.Random(seed).sample(unread, min(room, len(unread)))))
 
 
 @dataclass(frozen=True)

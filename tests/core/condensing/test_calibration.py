@@ -44,6 +44,8 @@ def test_calibration_claims_are_stage2_validation_claims_then_claims_it_never_re
     never_read = set(chosen) - validation
     assert never_read and all(int(uid[1:]) >= 20 for uid in never_read)  # none stage 2 trained on
     assert calibration_claims(read, everything, 0.1, 7, most=12) == chosen  # seeded
-    # a budget smaller than the validation claims keeps them all; without unread claims only they remain
-    assert set(calibration_claims(read, everything, 0.1, 7, most=1)) == validation
+    # a budget smaller than the validation claims takes a sample of them; without unread claims only they remain
+    one = calibration_claims(read, everything, 0.1, 7, most=1)
+    assert len(one) == 1 and set(one) <= validation
     assert set(calibration_claims(everything, everything, 0.1, 7, most=12)) == held_out_uids(everything, 0.1, 7)
+    assert len(held_out_uids(everything, 0.5, 7)) > 12 and len(calibration_claims(everything, everything, 0.5, 7, most=12)) == 12
