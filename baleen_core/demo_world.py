@@ -407,7 +407,7 @@ def _config_digest(config: DemoConfig) -> str:
 _WORLD_VERSION = "3"  # bump when the generator changes, so a written world is rewritten
 
 
-DEV_ID_OFFSET = 90_000  # dev claims' hpqa_ids start here: apart from training ids at any size
+DEV_ID_OFFSET = 90_000  # dev claims' hpqa_ids start here, past any training id a demo world can draw (a few thousand)
 
 
 def write_demo_world(out_dir: Path | str, config: DemoConfig | None = None) -> Path:

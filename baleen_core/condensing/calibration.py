@@ -30,8 +30,7 @@ def calibration_claims(read_uids: Sequence[str], all_uids: Collection[str], vali
     if len(validation) >= most:
         return sorted(random.Random(seed).sample(validation, most))
     unread = sorted(set(all_uids) - set(read_uids))
-    room = most - len(validation)
-    return sorted(set(validation) | set(random.Random(seed).sample(unread, min(room, len(unread)))))
+    return sorted(validation + random.Random(seed).sample(unread, min(most - len(validation), len(unread))))
 
 
 @dataclass(frozen=True)

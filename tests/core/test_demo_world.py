@@ -26,7 +26,6 @@ def test_same_seed_same_world(tmp_path):
     assert (c / "claims_train.json").read_bytes() != (a / "claims_train.json").read_bytes()
 
 
-
 def test_the_dev_claims_do_not_move_with_the_number_of_training_claims(tmp_path):
     """Training size is a budget knob: changing it must leave the dev claims (and so every dev
     number it is compared on) as they were, while the training claims grow."""
@@ -35,6 +34,7 @@ def test_the_dev_claims_do_not_move_with_the_number_of_training_claims(tmp_path)
     assert (a / "claims_dev.json").read_bytes() == (b / "claims_dev.json").read_bytes()
     train_a, train_b = (json.loads((r / "claims_train.json").read_text()) for r in (a, b))
     assert len(train_b) == 2 * len(train_a)
+
 
 def test_same_world_whatever_the_hash_seed(tmp_path):
     # Python randomises str hashes per process, so iterating a set of names would make the world

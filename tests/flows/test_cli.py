@@ -123,7 +123,6 @@ def test_the_temporary_servers_library_noise_stays_out_of_the_console(monkeypatc
     assert server_logging["loggers"]["prefect.server"]["level"] != "CRITICAL" and server_logging["loggers"]["uvicorn"]["level"] != "CRITICAL"
 
 
-
 def test_the_temporary_server_runs_no_automation_services_but_still_records_task_runs():
     """Prefect's trigger services are SQLite writers that contend with the task-run recorder;
     the runtime defaults turn them off. Checked in a fresh process, as the CLI starts, through
