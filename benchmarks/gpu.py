@@ -649,8 +649,8 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     (where the host's time goes: ``engine.profile``)."""
     engine: dict = {}
     cfg2 = config.training.stage2
-    read = [h.uid for h in trained.condenser_labels]
-    held = calibration_claims(read[: cfg2.max_examples], read, cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
+    hops = [(h.uid, h.positive_pid) for h in trained.condenser_labels]
+    held = calibration_claims(hops, cfg2.max_examples or len(hops), cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
     if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
         retriever, runs, seconds = searcher(trained.flipr, trained.index, config), [], 0.0
         for threshold in config.evaluation.stage2_thresholds:

@@ -325,15 +325,17 @@ def gold_fact_sets(store: ArtifactStore, gold_facts: ArtifactRef, uids: Sequence
 
 @task(name="held-out-claims")
 def held_out_claims(store_root: str, stage2: ArtifactRef, most: int) -> list[str]:
-    """The training claims the stage-2 threshold is calibrated on (never the evaluated split):
-    those stage 2 held out for its validation curve, then, up to ``most``, claims it never read."""
+    """The training claims the stage-2 threshold is calibrated on (never the evaluated split): up
+    to ``most`` that stage 2 held out or never read, those sharing the fewest gold passages with
+    the claims it trained on first (:func:`~baleen_core.condensing.calibration.calibration_claims`)."""
     store = ArtifactStore(store_root)
     training = Stage2TrainingConfig.model_validate(stage2.manifest.params["training"])
     labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
     if labels is None:
         raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
-    uids = store.read_table(labels, ["uid"]).column("uid").to_pylist()
-    return calibration_claims(uids[: training.max_examples], uids, training.validation_share, training.seed, most)  # stage 2 read the first hops
+    table = store.read_table(labels, ["uid", "positive_pid"])
+    hops = list(zip(table.column("uid").to_pylist(), table.column("positive_pid").to_pylist(), strict=True))
+    return calibration_claims(hops, training.max_examples or len(hops), training.validation_share, training.seed, most)  # stage 2 read the first hops
 
 
 @task(name="calibrate-stage2")

@@ -34,18 +34,20 @@ def test_choose_threshold_takes_the_best_f1_and_breaks_ties_towards_zero():
         choose_threshold([])
 
 
-def test_calibration_claims_are_stage2_validation_claims_then_claims_it_never_read():
-    everything = [f"c{i:02d}" for i in range(40) for _ in range(3)]  # 40 claims, 3 hops each, in label order
-    read = everything[:60]  # stage 2 read the first 60 hops: claims c00..c19
-    validation = held_out_uids(read, 0.1, 7)
-    chosen = calibration_claims(read, everything, 0.1, 7, most=12)
-    assert len(validation) == 2 and validation <= set(chosen)
+def test_calibration_claims_are_claims_stage2_never_trained_on_least_like_those_it_did():
+    # 40 claims of 3 hops in label order. Claims c00..c29 share passages the way a small world's
+    # claims share cities and countries (100 + i % 10, 200 + i % 4); c30..c39 share none.
+    def passages(i: int) -> tuple[int, int, int]:
+        return (i, 100 + i % 10, 200 + i % 4) if i < 30 else (i, 300 + i, 400 + i)
+
+    hops = [(f"c{i:02d}", pid) for i in range(40) for pid in passages(i)]
+    read = 60  # stage 2 read the first 60 hops: claims c00..c19, less its validation claims
+    validation = held_out_uids([uid for uid, _ in hops[:read]], 0.1, 7)
+    trained = {f"c{i:02d}" for i in range(20)} - validation
+    chosen = calibration_claims(hops, read, 0.1, 7, most=12)
     assert len(chosen) == 12 and chosen == sorted(chosen)
-    never_read = set(chosen) - validation
-    assert never_read and all(int(uid[1:]) >= 20 for uid in never_read)  # none stage 2 trained on
-    assert calibration_claims(read, everything, 0.1, 7, most=12) == chosen  # seeded
-    # a budget smaller than the validation claims takes a sample of them; without unread claims only they remain
-    one = calibration_claims(read, everything, 0.1, 7, most=1)
-    assert len(one) == 1 and set(one) <= validation
-    assert set(calibration_claims(everything, everything, 0.1, 7, most=12)) == held_out_uids(everything, 0.1, 7)
-    assert len(held_out_uids(everything, 0.5, 7)) > 12 and len(calibration_claims(everything, everything, 0.5, 7, most=12)) == 12
+    assert not set(chosen) & trained
+    assert {f"c{i}" for i in range(30, 40)} < set(chosen)  # the claims sharing nothing come first
+    assert calibration_claims(hops, read, 0.1, 7, most=12) == chosen  # seeded
+    # stage 2 read everything: only its validation claims remain
+    assert set(calibration_claims(hops, len(hops), 0.1, 7, most=12)) == held_out_uids([uid for uid, _ in hops], 0.1, 7)
