@@ -650,7 +650,7 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     engine: dict = {}
     cfg2 = config.training.stage2
     hops = [(h.uid, h.positive_pid) for h in trained.condenser_labels]
-    held = calibration_claims(hops, cfg2.max_examples or len(hops), cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
+    held = calibration_claims(hops, cfg2.max_examples, cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
     if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
         retriever, runs, seconds = searcher(trained.flipr, trained.index, config), [], 0.0
         for threshold in config.evaluation.stage2_thresholds:

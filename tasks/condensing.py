@@ -335,7 +335,7 @@ def held_out_claims(store_root: str, stage2: ArtifactRef, most: int) -> list[str
         raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
     table = store.read_table(labels, ["uid", "positive_pid"])
     hops = list(zip(table.column("uid").to_pylist(), table.column("positive_pid").to_pylist(), strict=True))
-    return calibration_claims(hops, training.max_examples or len(hops), training.validation_share, training.seed, most)  # stage 2 read the first hops
+    return calibration_claims(hops, training.max_examples, training.validation_share, training.seed, most)  # stage 2 read the first hops
 
 
 @task(name="calibrate-stage2")

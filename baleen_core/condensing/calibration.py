@@ -21,24 +21,25 @@ from baleen_core.held_out import held_out_uids
 Fact = tuple[int, int]  # (pid, sid)
 
 
-def calibration_claims(hops: Sequence[tuple[str, int]], read: int, validation_share: float, seed: int, most: int) -> list[str]:
+def calibration_claims(hops: Sequence[tuple[str, int]], read: int | None, validation_share: float, seed: int, most: int) -> list[str]:
     """At most ``most`` training claims stage 2 did not train on, those least like the ones it did.
 
     ``hops`` are the label round's (claim uid, positive passage) in label order, of which stage 2
-    read the first ``read``. The candidates are the claims it held out of those (its validation
+    read the first ``read`` (all of them when None). The candidates are the claims it held out of those (its validation
     claims) and the claims it never read; they are taken in order of the share of their gold
     passages that were positives of the hops it trained on, ties by a seeded draw. A dev claim
     shares no chain with a training claim, but a held-out training claim of a small world shares
     most of its passages with trained ones, and a choice made on those rewards memory (on the
     tuning world a stage-2 change scored +0.05 final-fact F1 on such claims, −0.06 on the least
     alike and −0.03 on dev; docs/demo.md). Sorted."""
-    read_uids = [uid for uid, _ in hops[:read]]
+    read_hops = hops[:read]
+    read_uids = {uid for uid, _ in read_hops}
     validation = held_out_uids(read_uids, validation_share, seed)
-    trained = {pid for uid, pid in hops[:read] if uid not in validation}
+    trained = {pid for uid, pid in read_hops if uid not in validation}
     passages: dict[str, set[int]] = {}
     for uid, pid in hops:
         passages.setdefault(uid, set()).add(pid)
-    candidates = sorted(validation | (passages.keys() - set(read_uids)))
+    candidates = sorted(validation | (passages.keys() - read_uids))
     draw = random.Random(seed)
     tiebreak = {uid: draw.random() for uid in candidates}
     ranked = sorted(candidates, key=lambda uid: (len(passages[uid] & trained) / len(passages[uid]), tiebreak[uid]))
