@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from baleen_core.metrics import set_prf
@@ -22,16 +23,19 @@ Fact = tuple[int, int]  # (pid, sid)
 
 
 def calibration_claims(hops: Sequence[tuple[str, int]], read: int | None, validation_share: float, seed: int, most: int) -> list[str]:
-    """At most ``most`` training claims stage 2 did not train on, those least like the ones it did.
+    """At most ``most`` training claims stage 2 did not train on, those least like the ones it did,
+    in the training claims' mix of hop counts.
 
     ``hops`` are the label round's (claim uid, positive passage) in label order, of which stage 2
-    read the first ``read`` (all of them when None). The candidates are the claims it held out of those (its validation
-    claims) and the claims it never read; they are taken in order of the share of their gold
-    passages that were positives of the hops it trained on, ties by a seeded draw. A dev claim
-    shares no chain with a training claim, but a held-out training claim of a small world shares
-    most of its passages with trained ones, and a choice made on those rewards memory (on the
-    tuning world a stage-2 change scored +0.05 final-fact F1 on such claims, −0.06 on the least
-    alike and −0.03 on dev; docs/demo.md). Sorted."""
+    read the first ``read`` (all of them when None). The candidates are the claims it held out of
+    those (its validation claims) and the claims it never read; they are taken in order of the
+    share of their gold passages that were positives of the hops it trained on, ties by a seeded
+    draw. A dev claim shares no chain with a training claim, but a held-out training claim of a
+    small world shares most of its passages with trained ones, and a choice made on those rewards
+    memory (on the tuning world a stage-2 change scored +0.05 final-fact F1 on such claims, −0.06
+    on the least alike and −0.03 on dev; docs/demo.md). The least alike lean to short claims,
+    which want a stricter threshold than 4-hop ones, so each hop count gets its share of the
+    ``most`` (:func:`in_hop_mix`). Sorted."""
     read_hops = hops[:read]
     read_uids = {uid for uid, _ in read_hops}
     validation = held_out_uids(read_uids, validation_share, seed)
@@ -43,7 +47,29 @@ def calibration_claims(hops: Sequence[tuple[str, int]], read: int | None, valida
     draw = random.Random(seed)
     tiebreak = {uid: draw.random() for uid in candidates}
     ranked = sorted(candidates, key=lambda uid: (len(passages[uid] & trained) / len(passages[uid]), tiebreak[uid]))
-    return sorted(ranked[:most])
+    return sorted(in_hop_mix(ranked, {uid: len(pids) for uid, pids in passages.items()}, most))
+
+
+def in_hop_mix(ranked: Sequence[str], hop_counts: Mapping[str, int], most: int) -> list[str]:
+    """The first ``most`` of ``ranked`` with each hop count's share set by its share of all of
+    ``hop_counts`` (largest remainders, ties to the longer claims); a hop count short of
+    candidates leaves its places to the next ranked claims of any count. In rank order."""
+    mix = Counter(hop_counts.values())
+    total = sum(mix.values())
+    quota = {hops: most * n // total for hops, n in mix.items()}
+    by_remainder = sorted(mix, key=lambda hops: (-(most * mix[hops] % total), -hops))
+    for hops in by_remainder[: most - sum(quota.values())]:
+        quota[hops] += 1
+    chosen: set[str] = set()
+    for uid in ranked:
+        if quota[hop_counts[uid]] > 0:
+            quota[hop_counts[uid]] -= 1
+            chosen.add(uid)
+    for uid in ranked:
+        if len(chosen) >= most:
+            break
+        chosen.add(uid)
+    return [uid for uid in ranked if uid in chosen]
 
 
 @dataclass(frozen=True)

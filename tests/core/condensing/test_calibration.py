@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from baleen_core.condensing.calibration import ThresholdTrial, calibration_claims, choose_threshold, threshold_trial
+from baleen_core.condensing.calibration import ThresholdTrial, calibration_claims, choose_threshold, in_hop_mix, threshold_trial
 from baleen_core.held_out import held_out_uids
 
 
@@ -51,3 +51,25 @@ def test_calibration_claims_are_claims_stage2_never_trained_on_least_like_those_
     assert calibration_claims(hops, read, 0.1, 7, most=12) == chosen  # seeded
     # stage 2 read everything: only its validation claims remain
     assert set(calibration_claims(hops, len(hops), 0.1, 7, most=12)) == held_out_uids([uid for uid, _ in hops], 0.1, 7)
+
+
+def test_in_hop_mix_gives_each_hop_count_its_share_of_the_places_hand_worked():
+    # 10 claims: six of 2 hops, three of 3, one of 4. 5 places: 5·6/10 = 3, 5·3/10 = 1.5, 5·1/10 = 0.5;
+    # floors 3 + 1 + 0 = 4, the last place to the largest remainder, a tie of 0.5 going to 4 hops.
+    hop_counts = {"a": 2, "b": 2, "c": 2, "d": 2, "e": 2, "f": 2, "g": 3, "h": 3, "i": 3, "j": 4}
+    ranked = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]  # the short claims rank first
+    assert in_hop_mix(ranked, hop_counts, 5) == ["a", "b", "c", "g", "j"]
+    # no 4-hop candidate left: its place goes to the best-ranked claim not yet taken, of any count
+    assert in_hop_mix(ranked[:9], hop_counts, 5) == ["a", "b", "c", "d", "g"]
+    assert in_hop_mix(ranked[:3], hop_counts, 5) == ["a", "b", "c"]  # fewer candidates than places
+
+
+def test_calibration_claims_keep_the_training_claims_hop_mix():
+    # 2-hop claims c00..c19 share nothing with training; 4-hop claims c20..c39 share their hubs with
+    # the trained claims t00..t09. By likeness alone all 8 places would go to 2-hop claims.
+    hops = [(f"t{i:02d}", pid) for i in range(10) for pid in (i, 500, 501, 502)]
+    hops += [(f"c{i:02d}", pid) for i in range(20) for pid in (100 + 2 * i, 101 + 2 * i)]
+    hops += [(f"c{i:02d}", pid) for i in range(20, 40) for pid in (200 + i, 500, 501, 502)]
+    chosen = calibration_claims(hops, 40, 0.0, 7, most=8)  # stage 2 trained on every t-claim's hops
+    # the hop mix counts every training claim: 20 of 2 hops and 30 of 4 → 3.2 and 4.8 places → 3 and 5
+    assert sum(uid < "c20" for uid in chosen) == 3 and sum("c20" <= uid < "t" for uid in chosen) == 5
