@@ -56,14 +56,14 @@ def in_hop_mix(ranked: Sequence[str], hop_counts: Mapping[str, int], most: int) 
     candidates leaves its places to the next ranked claims of any count. In rank order."""
     mix = Counter(hop_counts.values())
     total = sum(mix.values())
-    quota = {hops: most * n // total for hops, n in mix.items()}
-    by_remainder = sorted(mix, key=lambda hops: (-(most * mix[hops] % total), -hops))
-    for hops in by_remainder[: most - sum(quota.values())]:
-        quota[hops] += 1
+    places = {count: most * n // total for count, n in mix.items()}
+    by_remainder = sorted(mix, key=lambda count: (-(most * mix[count] % total), -count))
+    for count in by_remainder[: most - sum(places.values())]:
+        places[count] += 1
     chosen: set[str] = set()
     for uid in ranked:
-        if quota[hop_counts[uid]] > 0:
-            quota[hop_counts[uid]] -= 1
+        if places[hop_counts[uid]] > 0:
+            places[hop_counts[uid]] -= 1
             chosen.add(uid)
     for uid in ranked:
         if len(chosen) >= most:
