@@ -525,7 +525,7 @@ def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel]
     cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
     stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
     stage2 = SequenceModel.condenser_to_train("stage2", condenser, cfg2.seed)
-    reader = SequenceModel.load("reader", reader_config.checkpoint or reader_config.resolved_backbone(), reader_config.device, cfg3.seed)
+    reader = SequenceModel.reader_to_train(reader_config, cfg3.seed)
 
     def stage1_set() -> list:
         return stage1_examples(labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples), cfg1)

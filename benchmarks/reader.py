@@ -1,14 +1,15 @@
-"""The reader with and without its rewrites, on held-out hover-mini TRAINING claims (dev unread).
+"""The reader's settings (rewrites, head) on held-out hover-mini TRAINING claims (dev unread).
 
 The training claims are split by HotpotQA question: a sixth of the questions (seeded) are held out,
 so no held-out claim shares a question with a training one. The reader trains on the other claims'
 gold facts (``inputs: gold``), once per setting of ``training.reader.augment``, with the same seed,
-epochs and learning rate, and verifies the held-out claims from their gold facts. This is how
-``augment``'s default was chosen. Writes ``benchmarks/results/reader-rewrites.json`` in the shape
-of every results file (:mod:`baleen_core.results`; metric ``label_accuracy``, and the paired
-difference of each setting against the first).
+epochs and learning rate, and verifies the held-out claims from their gold facts; once per
+``reader.scoring`` in ``--scorings`` too. This is how ``augment``'s and ``scoring``'s defaults were
+chosen. Writes ``--out`` (``benchmarks/results/reader-rewrites.json``) in the shape of every
+results file (:mod:`baleen_core.results`; metric ``label_accuracy``, and the paired difference of
+the last setting against each other one).
 
-    python benchmarks/reader.py [--hover-mini PATH] [--epochs 2] [--settings none swap,drop,shuffle]
+    python benchmarks/reader.py [--hover-mini PATH] [--epochs 2] [--settings none swap,drop,shuffle] [--scorings cls alignment]
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--settings", nargs="+", default=["none", "swap,drop,shuffle"], help="augment settings: 'none' or comma-separated rewrites")
+    parser.add_argument("--scorings", nargs="+", default=["cls"], choices=["cls", "alignment"], help="reader.scoring settings (each crossed with --settings)")
     parser.add_argument("--train-claims", type=int, default=0, help="train on the first N training claims only (0: all; smoke runs)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "reader-rewrites.json")
@@ -87,22 +89,23 @@ def main(argv: list[str] | None = None) -> int:
     examples, hops, questions = gold_examples(args.hover_mini)
     train, held_out = split_by_question(examples, questions)
     train = train[: args.train_claims or None]
-    reader = ReaderConfig(device="cpu")
     rows, budgets = {}, {"train_claims": len(train), "held_out_claims": len(held_out), "held_out": "a sixth of the training claims' HotpotQA questions (seed 0)"}
-    for setting in args.settings:
-        kinds = [] if setting == "none" else setting.split(",")
-        config = ReaderTrainingConfig(epochs=args.epochs, inputs="gold", augment=kinds, validation_share=0)
-        examples_in = augment_reader_examples(train, config.augment, config.seed)
-        model = SequenceModel.load("reader", reader.resolved_backbone(), "cpu", config.seed)
-        began = time.perf_counter()
-        with tempfile.TemporaryDirectory() as work:
-            last, _ = train_reader(model, examples_in, [], reader, config, Path(work))
-            model.load_weights(last)
-        name = "reader" if not kinds else "reader+" + "+".join(kinds)
-        rows[name] = verdict_rows(model, held_out, hops, reader)
-        budgets[name] = {"examples": len(examples_in), "epochs": config.epochs, "lr": config.lr, "batch_size": config.batch_size, "train_seconds": round(time.perf_counter() - began, 1)}
-        print(f"{name}: {len(examples_in)} examples, accuracy {sum(r['label_accuracy'] for r in rows[name]) / len(held_out):.3f}", flush=True)
-    # paired: the last setting (the default's rewrites) minus each other one, on the same claims
+    for scoring in args.scorings:
+        reader = ReaderConfig(device="cpu", scoring=scoring)
+        for setting in args.settings:
+            kinds = [] if setting == "none" else setting.split(",")
+            config = ReaderTrainingConfig(epochs=args.epochs, inputs="gold", augment=kinds, validation_share=0)
+            examples_in = augment_reader_examples(train, config.augment, config.seed)
+            model = SequenceModel.reader_to_train(reader, config.seed)
+            began = time.perf_counter()
+            with tempfile.TemporaryDirectory() as work:
+                last, _ = train_reader(model, examples_in, [], reader, config, Path(work))
+                model.load_weights(last)
+            name = ("reader" if scoring == "cls" else f"reader[{scoring}]") + "".join(f"+{kind}" for kind in kinds)
+            rows[name] = verdict_rows(model, held_out, hops, reader)
+            budgets[name] = {"examples": len(examples_in), "epochs": config.epochs, "lr": config.lr, "batch_size": config.batch_size, "scoring": scoring, "train_seconds": round(time.perf_counter() - began, 1)}
+            print(f"{name}: {len(examples_in)} examples, accuracy {sum(r['label_accuracy'] for r in rows[name]) / len(held_out):.3f}", flush=True)
+    # paired: the last setting minus each other one, on the same claims
     document = results_document(rows, dict.fromkeys(rows), "held-out train", time.perf_counter() - started, budgets, main=list(rows)[-1])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")

@@ -252,7 +252,7 @@ def train_claim_reader(
         condensed = condensed_facts(first, second, hops, condenser, config.negative_passages)
         del first, second
     examples = reader_examples(hops, condensed, config.inputs)
-    model = SequenceModel.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, config.seed)
+    model = SequenceModel.reader_to_train(reader, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint, "stage2": stage2.fingerprint}, params)
     extra = {"supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4)}

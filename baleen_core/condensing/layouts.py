@@ -59,8 +59,8 @@ class PassageSentences:
 @dataclass
 class Window:
     """One encoder input: token ids, the positions scored, and which item each scores. ``spans``
-    are the scored items' own tokens ``[start, end)`` and ``query_end`` ends the claim (+ context)
-    tokens after [CLS]; the similarity head pools them (empty for the reader)."""
+    are the scored items' own tokens ``[start, end)`` (the reader's: its facts') and ``query_end``
+    ends the claim (+ context) tokens after [CLS]; the similarity and alignment heads read them."""
 
     input_ids: list[int]
     positions: list[int]
@@ -178,12 +178,17 @@ def stage2_window(
 def reader_window(
     tokenizer: PreTrainedTokenizerBase, claim: str, facts: Sequence[str], claim_maxlen: int, fact_maxlen: int, maxlen: int, ids: dict[str, list[int]] | None = None
 ) -> Window:
-    """One input scored from [CLS] (item 0)."""
+    """One input scored from [CLS] (item 0). Its ``spans`` are the facts' tokens and ``query_end``
+    ends the claim's, for the alignment head (which compares the two)."""
     special, ids, input_ids = _claim_prefix(tokenizer, claim, facts, claim_maxlen, ids)
     budget = _fact_budget(len(facts), maxlen - len(input_ids), fact_maxlen)
+    window = Window(input_ids, [0], [0], query_end=len(input_ids) - 1)
     for fact in facts:
-        input_ids += [*ids[fact][:budget], special.sep]
-    return Window(input_ids, [0], [0])
+        piece = ids[fact][:budget]
+        if piece:
+            window.spans.append((len(input_ids), len(input_ids) + len(piece)))
+        input_ids += [*piece, special.sep]
+    return window
 
 
 def pad_windows(windows: Sequence[Window], pad_id: int, pool_spans: bool = False) -> PaddedBatch:

@@ -5,7 +5,9 @@ All three are a :class:`SequenceModel` of one ``kind``:
 - ``stage1``, ``stage2``: one logit per scored sentence or fact, from the [MASK] in front of it
   (``scoring: marker``, Baleen's) or from the similarity of its tokens to the query's
   (``scoring: similarity``, :class:`SimilarityHead`);
-- ``reader``: two logits (NOT_SUPPORTED, SUPPORTED) from [CLS].
+- ``reader``: two logits (NOT_SUPPORTED, SUPPORTED) from [CLS] (``scoring: cls``), plus, with
+  ``scoring: alignment``, a term for how well the facts match the claim's worst-matched tokens
+  (:class:`AlignmentHead`).
 
 A checkpoint directory holds ``backbone/`` (Hugging Face format, with its tokenizer), ``head.pt``
 (the head's state dict, loaded with ``weights_only=True``) and ``model_config.json``.
@@ -24,10 +26,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
-from baleen_core.config import CondenserConfig, CondenserScoring
+from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.retrieval.modeling import load_pretrained, resolve_device
 
 Kind = Literal["stage1", "stage2", "reader"]
+#: How a head scores: from the marker in front of each item ([CLS] for the reader), from
+#: pooled similarity to the query (condensers), or [CLS] plus claim-to-facts alignment (reader).
+HeadScoring = Literal["marker", "similarity", "alignment"]
 HEAD_FILE = "head.pt"
 CONFIG_FILE = "model_config.json"
 #: Reader classes, in logit order.
@@ -54,22 +59,80 @@ class SimilarityHead(nn.Module):
         return self.log_scale.exp() * cosine + self.linear(items)
 
 
+class AlignmentHead(nn.Module):
+    """The reader's [CLS] logits plus ``(-s/2, +s/2)``, where ``s`` says how well the facts cover
+    the claim: ``s = scale · (w · (min, mean of the 3 lowest, mean) + b)`` over the claim's
+    content tokens' MaxSims (each token's best cosine with any fact token, as FLIPR scores).
+
+    A NOT_SUPPORTED claim is mostly a supported one with a word or name swapped; that token finds no
+    match among the facts, so its MaxSim is the claim's lowest. A [CLS] head must learn this
+    comparison from labels alone and stayed at chance at our budgets (docs/benchmarks.md); the
+    MaxSims hand it over. ``w`` starts on the mean of the 3 lowest, centred where an untrained
+    MiniLM's median claim lies, and ``scale`` learns in log space so that it moves at the head's
+    learning rate. No fact at all counts as no match (MaxSim −1)."""
+
+    FEATURES = 3
+    WORST = 3
+
+    def __init__(self, hidden_size: int, content_tokens: torch.Tensor, initial_scale: float = 10.0, initial_center: float = 0.55) -> None:
+        super().__init__()
+        self.cls = nn.Linear(hidden_size, 2)
+        self.log_scale = nn.Parameter(torch.tensor(math.log(initial_scale)))
+        self.coverage = nn.Linear(self.FEATURES, 1)
+        with torch.no_grad():
+            self.coverage.weight.copy_(torch.tensor([[0.0, 1.0, 0.0]]))
+            self.coverage.bias.fill_(-initial_center)
+        # vocabulary ids holding a letter or digit: punctuation in the claim is not a claim to check
+        self.register_buffer("content_tokens", content_tokens, persistent=False)
+
+    def coverage_features(self, hidden: torch.Tensor, claim: torch.Tensor, facts: torch.Tensor) -> torch.Tensor:
+        """``[B, 3]``: min, mean of the lowest 3 and mean of the claim tokens' MaxSims over fact tokens."""
+        unit = F.normalize(hidden.float(), dim=-1)
+        sims = torch.bmm(unit, unit.transpose(1, 2)).masked_fill(~facts[:, None, :], -1.0)
+        best = sims.max(-1).values  # [B, L]: each position's best fact token
+        worst = best.masked_fill(~claim, 1.0).topk(min(self.WORST, best.shape[1]), dim=-1, largest=False).values
+        mean = (best * claim).sum(-1) / claim.sum(-1).clamp(min=1)
+        return torch.stack([worst[:, 0], worst.mean(-1), mean], dim=-1)
+
+    def forward(self, cls_states: torch.Tensor, hidden: torch.Tensor, claim: torch.Tensor, facts: torch.Tensor) -> torch.Tensor:
+        support = self.log_scale.exp() * self.coverage(self.coverage_features(hidden, claim, facts))
+        return self.cls(cls_states) + torch.cat([-support / 2, support / 2], dim=-1)
+
+
+def content_tokens(tokenizer) -> torch.Tensor:
+    """``[vocab]`` bool: which token ids hold a letter or digit (word pieces, not punctuation)."""
+    vocab = tokenizer.get_vocab()
+    mask = torch.zeros(max(len(tokenizer), max(vocab.values()) + 1), dtype=torch.bool)
+    for token, index in vocab.items():
+        mask[index] = any(ch.isalnum() for ch in token) and index not in tokenizer.all_special_ids
+    return mask
+
+
 class HeadedEncoder(nn.Module):
     """Backbone → hidden states at the scored positions (or pooled spans) → head."""
 
-    def __init__(self, backbone: nn.Module, outputs: int, scoring: CondenserScoring = "marker") -> None:
+    def __init__(self, backbone: nn.Module, outputs: int, scoring: HeadScoring = "marker", content: torch.Tensor | None = None) -> None:
         super().__init__()
         if scoring == "similarity" and outputs != 1:
             raise ValueError(f"similarity scoring gives one score per item, not {outputs} outputs")
+        if scoring == "alignment" and (outputs != 2 or content is None):
+            raise ValueError("alignment scoring is the reader's (2 outputs) and needs the tokenizer's content tokens")
         self.backbone = backbone
         self.scoring = scoring
         hidden = backbone.config.hidden_size
-        self.head = SimilarityHead(hidden) if scoring == "similarity" else nn.Linear(hidden, outputs)
+        if scoring == "alignment":
+            self.head = AlignmentHead(hidden, content)
+        else:
+            self.head = SimilarityHead(hidden) if scoring == "similarity" else nn.Linear(hidden, outputs)
 
     def forward(self, batch: PaddedBatch) -> torch.Tensor:
         hidden = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         if self.scoring == "marker":
             return self.head(hidden[batch.rows, batch.cols])
+        if self.scoring == "alignment":
+            claim = (batch.query_pool > 0) & self.head.content_tokens[batch.input_ids]
+            facts = batch.item_pool.sum(1) > 0
+            return self.head(hidden[batch.rows, batch.cols], hidden, claim, facts)
         items = torch.bmm(batch.item_pool.to(hidden.dtype), hidden)[batch.rows, batch.slots]
         queries = torch.bmm(batch.query_pool.to(hidden.dtype).unsqueeze(1), hidden).squeeze(1)[batch.rows]
         return self.head(items, queries)
@@ -87,11 +150,12 @@ class SequenceModel:
         self.source = source
 
     @classmethod
-    def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: CondenserScoring = "marker") -> SequenceModel:
+    def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: HeadScoring = "marker") -> SequenceModel:
         """From a saved checkpoint directory of this kind (with the scoring it was trained with),
-        or from any Hugging Face checkpoint path plus a fresh ``scoring`` head (seeded; the reader
-        always scores from [CLS]). A fresh head here is Baleen's marker unless asked otherwise; the
-        pipeline asks for ``condenser.scoring`` (similarity by default) through :meth:`condenser_to_train`. Never downloads: a missing path fails with what to fix."""
+        or from any Hugging Face checkpoint path plus a fresh ``scoring`` head (seeded; the
+        reader's is ``marker``, from [CLS], or ``alignment``). A fresh head here is Baleen's marker
+        unless asked otherwise; the pipeline asks for its configured scoring through
+        :meth:`condenser_to_train` and :meth:`reader_to_train`. Never downloads: a missing path fails with what to fix."""
         source = Path(source)
         saved = (source / CONFIG_FILE).exists()
         if saved:
@@ -103,7 +167,10 @@ class SequenceModel:
         tokenizer, backbone = load_pretrained(backbone_dir, "the condenser/reader backbone or checkpoint setting")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(head_seed)
-            module = HeadedEncoder(backbone, 2, "marker") if kind == "reader" else HeadedEncoder(backbone, 1, scoring)
+            if kind == "reader":
+                module = HeadedEncoder(backbone, 2, scoring if scoring == "alignment" else "marker", content_tokens(tokenizer) if scoring == "alignment" else None)
+            else:
+                module = HeadedEncoder(backbone, 1, scoring)
         if saved:
             module.head.load_state_dict(torch.load(source / HEAD_FILE, map_location="cpu", weights_only=True))
         device = resolve_device(device) if isinstance(device, str) else device
@@ -114,6 +181,12 @@ class SequenceModel:
         """Condenser ``stage`` where its training starts (:meth:`CondenserConfig.start`), with the
         configured scoring when the head is fresh."""
         return cls.load(stage, condenser.start(stage), condenser.device, head_seed, condenser.scoring)
+
+    @classmethod
+    def reader_to_train(cls, reader: ReaderConfig, head_seed: int) -> SequenceModel:
+        """The reader where its training starts: ``reader.checkpoint``, or the backbone with a
+        fresh head of ``reader.scoring``."""
+        return cls.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, head_seed, "alignment" if reader.scoring == "alignment" else "marker")
 
     def save(self, directory: Path | str) -> Path:
         directory = Path(directory)
@@ -135,7 +208,7 @@ class SequenceModel:
     def logits(self, windows: Sequence[Window]) -> torch.Tensor:
         """Logits at every scored position of ``windows``, in order: ``[N]`` for the condensers,
         ``[N, 2]`` for the reader. Keeps the autograd graph (training calls this)."""
-        out = self.module(pad_windows(windows, self.special.pad, self.module.scoring == "similarity").to(self.device)).float()
+        out = self.module(pad_windows(windows, self.special.pad, self.module.scoring != "marker").to(self.device)).float()
         return out if self.kind == "reader" else out.squeeze(-1)
 
     @torch.inference_mode()

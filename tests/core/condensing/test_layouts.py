@@ -61,7 +61,12 @@ def test_reader_layout_and_no_facts(tokenizer):
     window = reader_window(tokenizer, "The claim.", ["A | one.", "B | two."], 96, 64, 512)
     assert tokenizer.decode(window.input_ids) == "[CLS] the claim. [SEP] a | one. [SEP] b | two. [SEP]"
     assert window.positions == [0]
-    assert tokenizer.decode(reader_window(tokenizer, "The claim.", [], 96, 64, 512).input_ids) == "[CLS] the claim. [SEP]"
+    # the alignment head compares the claim's tokens with the facts' own (no [SEP])
+    assert tokenizer.decode(window.input_ids[1 : window.query_end]) == "the claim."
+    assert [tokenizer.decode(window.input_ids[a:b]) for a, b in window.spans] == ["a | one.", "b | two."]
+    empty = reader_window(tokenizer, "The claim.", [], 96, 64, 512)
+    assert tokenizer.decode(empty.input_ids) == "[CLS] the claim. [SEP]"
+    assert empty.spans == []
 
 
 def test_padding_indexes_the_scored_positions(tokenizer, film):

@@ -129,3 +129,61 @@ def test_untrained_similarity_scoring_ranks_the_fact_that_matches_the_claim_firs
     facts = ["Glass Harbour | It stars Kelda Marrow.", "Oren Vask | He was born in Aarhus.", "Aarhus | It is a port city.", "Oren Vask | He studied law."]
     scores = model.predict([stage2_window(model.tokenizer, "Oren Vask was born in Aarhus", facts, 96, 40, 512)], 4)[0]
     assert int(scores.argmax()) == 1
+
+
+def test_the_alignment_head_adds_how_well_the_facts_cover_the_claims_worst_tokens(backbone, tmp_path):
+    from baleen_core.condensing.layouts import reader_window
+
+    model = SequenceModel.load("reader", backbone, "cpu", head_seed=1, scoring="alignment")
+    head = model.module.head
+    with torch.no_grad():  # every feature weighted, so the brute force checks each one
+        head.coverage.weight.copy_(torch.tensor([[0.5, 1.0, -0.3]]))
+    claim, facts = "Oren Vask, a Dane, was born in Aarhus.", ["Oren Vask | He was born in Aarhus.", "Glass Harbour | It stars Kelda Marrow."]
+    window = reader_window(model.tokenizer, claim, facts, 96, 64, 512)
+    got = model.predict([window], 4)[0][0]
+
+    # brute force: the window alone; each claim word piece's best cosine with any fact token
+    tokens = model.tokenizer.convert_ids_to_tokens(window.input_ids)
+    with torch.no_grad():
+        hidden = model.module.backbone(input_ids=torch.tensor([window.input_ids])).last_hidden_state[0]
+        fact_positions = [i for a, b in window.spans for i in range(a, b)]
+        best = []
+        for i in range(1, window.query_end):
+            if any(ch.isalnum() for ch in tokens[i]):  # "," and "." are not claims to check
+                best.append(max(float(torch.cosine_similarity(hidden[i], hidden[j], dim=0)) for j in fact_positions))
+        # the facts' own tokens, no [SEP] between them
+        assert [tokens[i] for i in fact_positions] == [t for fact in facts for t in model.tokenizer.tokenize(fact)]
+        low = sorted(best)
+        features = torch.tensor([low[0], sum(low[:3]) / 3, sum(best) / len(best)])
+        support = float(head.log_scale.exp() * head.coverage(features))
+        cls = head.cls(hidden[0])
+    assert got.tolist() == pytest.approx([float(cls[0]) - support / 2, float(cls[1]) + support / 2], abs=1e-4)
+
+    model.save(tmp_path / "reader")
+    loaded = SequenceModel.load("reader", tmp_path / "reader", "cpu")
+    assert loaded.module.scoring == "alignment"
+    assert loaded.predict([window], 4)[0][0].tolist() == pytest.approx(got.tolist(), abs=1e-5)
+
+
+def test_a_swapped_name_is_the_claims_worst_covered_token(backbone):
+    """What the alignment head is for: the untrained encoder already finds the swapped city
+    uncovered, and a claim without facts has nothing covered."""
+    from baleen_core.condensing.layouts import PaddedBatch, reader_window, pad_windows
+
+    model = SequenceModel.load("reader", backbone, "cpu", scoring="alignment")
+    facts = ["Oren Vask | Oren Vask is a Danish painter.", "Oren Vask | He was born in Aarhus in 1961."]
+    claims = ["Oren Vask, a painter, was born in Aarhus.", "Oren Vask, a painter, was born in Helsinki."]
+    windows = [reader_window(model.tokenizer, c, f, 96, 64, 512) for c, f in ((claims[0], facts), (claims[1], facts), (claims[0], []))]
+    batch: PaddedBatch = pad_windows(windows, model.special.pad, pool_spans=True)
+    with torch.no_grad():
+        hidden = model.module.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        claim_tokens = (batch.query_pool > 0) & model.module.head.content_tokens[batch.input_ids]
+        features = model.module.head.coverage_features(hidden, claim_tokens, batch.item_pool.sum(1) > 0)
+    supported, swapped, no_facts = features.tolist()
+    assert swapped[0] < supported[0] - 0.1 and swapped[1] < supported[1]
+    assert no_facts == pytest.approx([-1.0, -1.0, -1.0])
+
+
+def test_alignment_scoring_belongs_to_the_reader(backbone):
+    with pytest.raises(ValueError, match="alignment scoring is the reader's"):
+        SequenceModel.load("stage2", backbone, "cpu", scoring="alignment")
