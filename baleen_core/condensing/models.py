@@ -167,10 +167,12 @@ class SequenceModel:
         tokenizer, backbone = load_pretrained(backbone_dir, "the condenser/reader backbone or checkpoint setting")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(head_seed)
-            if kind == "reader":
-                module = HeadedEncoder(backbone, 2, scoring if scoring == "alignment" else "marker", content_tokens(tokenizer) if scoring == "alignment" else None)
-            else:
+            if kind != "reader":
                 module = HeadedEncoder(backbone, 1, scoring)
+            elif scoring == "alignment":
+                module = HeadedEncoder(backbone, 2, "alignment", content_tokens(tokenizer))
+            else:
+                module = HeadedEncoder(backbone, 2, "marker")  # Baleen's reader: two logits at [CLS]
         if saved:
             module.head.load_state_dict(torch.load(source / HEAD_FILE, map_location="cpu", weights_only=True))
         device = resolve_device(device) if isinstance(device, str) else device
