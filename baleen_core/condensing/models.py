@@ -85,6 +85,11 @@ class AlignmentHead(nn.Module):
         # vocabulary ids holding a letter or digit: punctuation in the claim is not a claim to check
         self.register_buffer("content_tokens", content_tokens, persistent=False)
 
+    def token_masks(self, batch: PaddedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[B, L]`` bool each: the claim's content tokens and the facts' tokens of ``batch``
+        (padded with ``pool_spans``: its query and item spans)."""
+        return (batch.query_pool > 0) & self.content_tokens[batch.input_ids], batch.item_pool.sum(1) > 0
+
     def coverage_features(self, hidden: torch.Tensor, claim: torch.Tensor, facts: torch.Tensor) -> torch.Tensor:
         """``[B, 3]``: min, mean of the lowest 3 and mean of the claim tokens' MaxSims over fact tokens."""
         unit = F.normalize(hidden.float(), dim=-1)
@@ -101,10 +106,10 @@ class AlignmentHead(nn.Module):
 
 def content_tokens(tokenizer) -> torch.Tensor:
     """``[vocab]`` bool: which token ids hold a letter or digit (word pieces, not punctuation)."""
-    vocab = tokenizer.get_vocab()
+    vocab, special = tokenizer.get_vocab(), set(tokenizer.all_special_ids)
     mask = torch.zeros(max(len(tokenizer), max(vocab.values()) + 1), dtype=torch.bool)
     for token, index in vocab.items():
-        mask[index] = any(ch.isalnum() for ch in token) and index not in tokenizer.all_special_ids
+        mask[index] = index not in special and any(ch.isalnum() for ch in token)
     return mask
 
 
@@ -122,17 +127,17 @@ class HeadedEncoder(nn.Module):
         hidden = backbone.config.hidden_size
         if scoring == "alignment":
             self.head = AlignmentHead(hidden, content)
+        elif scoring == "similarity":
+            self.head = SimilarityHead(hidden)
         else:
-            self.head = SimilarityHead(hidden) if scoring == "similarity" else nn.Linear(hidden, outputs)
+            self.head = nn.Linear(hidden, outputs)
 
     def forward(self, batch: PaddedBatch) -> torch.Tensor:
         hidden = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         if self.scoring == "marker":
             return self.head(hidden[batch.rows, batch.cols])
         if self.scoring == "alignment":
-            claim = (batch.query_pool > 0) & self.head.content_tokens[batch.input_ids]
-            facts = batch.item_pool.sum(1) > 0
-            return self.head(hidden[batch.rows, batch.cols], hidden, claim, facts)
+            return self.head(hidden[batch.rows, batch.cols], hidden, *self.head.token_masks(batch))
         items = torch.bmm(batch.item_pool.to(hidden.dtype), hidden)[batch.rows, batch.slots]
         queries = torch.bmm(batch.query_pool.to(hidden.dtype).unsqueeze(1), hidden).squeeze(1)[batch.rows]
         return self.head(items, queries)

@@ -177,8 +177,7 @@ def test_a_swapped_name_is_the_claims_worst_covered_token(backbone):
     batch: PaddedBatch = pad_windows(windows, model.special.pad, pool_spans=True)
     with torch.no_grad():
         hidden = model.module.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
-        claim_tokens = (batch.query_pool > 0) & model.module.head.content_tokens[batch.input_ids]
-        features = model.module.head.coverage_features(hidden, claim_tokens, batch.item_pool.sum(1) > 0)
+        features = model.module.head.coverage_features(hidden, *model.module.head.token_masks(batch))
     supported, swapped, no_facts = features.tolist()
     assert swapped[0] < supported[0] - 0.1 and swapped[1] < supported[1]
     assert no_facts == pytest.approx([-1.0, -1.0, -1.0])
