@@ -10,7 +10,8 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
 3. it prints the metric table (mean and bootstrap 95% interval, by hop count), the engine's
    throughput per system, and where the report, plots and HTML traces are;
 4. it writes the results file (``baleen_core.results``: every system × hop count × metric with
-   its interval, the paired differences, final-fact counts, claims/s, commit, machine, budgets) to
+   its interval, the paired differences, final-fact counts, claims/s, commit, machine, budgets and
+   the condensers' and reader's heads) to
    ``benchmarks/results/hover-mini-dev.json`` (``hover-mini-dev-first<N>.json`` with
    ``--max-claims N``, so a partial run never overwrites the whole one). The README's table is
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
@@ -85,7 +86,8 @@ def main() -> None:
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
     budgets = {"training": yaml.safe_load(training_config.read_text()).get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
-               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"})}
+               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
+               "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"})}
     document = results_document(metric_rows, speed, "dev", wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)
