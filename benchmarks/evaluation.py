@@ -84,7 +84,7 @@ def main() -> None:
     config = BaleenConfig.load(config_path)
     metric_rows = {key.split("/")[0]: store.read_table(ref).to_pylist() for key, ref in refs.items() if key.endswith("/claim_metrics")}
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
-    budgets = {"training": yaml.safe_load(training_config.read_text()).get("training"), "labels": config.labels.model_dump(mode="json"),
+    budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"})}
