@@ -3,8 +3,8 @@
 Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpus, same store):
 
 1. the training benchmark's store in ``--work`` is reused (``benchmarks/training.py --work DIR``
-   writes it); without one, ingest, index and the training flow run first, with that script's
-   default budgets;
+   writes it, and ``DIR/training-wall.json`` with its wall time, copied into the results file's
+   budgets); an interrupted one is finished first;
 2. the evaluation flow runs every system on the dev claims: the full system (trained FLIPR +
    condensers + reader), BM25 multi-hop, full ColBERT interaction, single-hop, untrained FLIPR;
 3. it prints the metric table (mean and bootstrap 95% interval, by hop count), the engine's
@@ -49,7 +49,6 @@ def main() -> None:
 
     apply_runtime_defaults()
     from baleen_flows.evaluation import evaluation_flow
-    from baleen_flows.index import index_flow
     from baleen_flows.ingest import ingest_flow
     from baleen_flows.training import training_flow
     from baleen_storage import ArtifactStore
@@ -58,9 +57,9 @@ def main() -> None:
     if not training_config.exists():
         sys.exit(f"{training_config} is missing: run `python benchmarks/training.py --work {args.work}` first (it trains the models evaluated here)")
     store = ArtifactStore(args.work / "store")
-    if not store.refs("reader_checkpoint"):
-        ingested = ingest_flow(str(args.hover_mini), str(training_config))
-        index_flow(str(training_config), ingested["corpus/passages"].manifest.run_id)
+    if not store.refs("reader_checkpoint"):  # an interrupted training benchmark: finish it (untrained-flipr would need `baleen index`)
+        if not store.refs("claims", "claims"):
+            ingest_flow(str(args.hover_mini), str(training_config))
         training_flow(str(training_config))
     config_path = args.work / "evaluation.yaml"
     settings = yaml.safe_load(training_config.read_text())  # its evaluation.systems decided what was trained
@@ -82,12 +81,14 @@ def main() -> None:
     from baleen_core.results import results_document, results_table
 
     config = BaleenConfig.load(config_path)
+    training_wall = args.work / "training-wall.json"  # written by benchmarks/training.py
     metric_rows = {key.split("/")[0]: store.read_table(ref).to_pylist() for key, ref in refs.items() if key.endswith("/claim_metrics")}
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
     budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
-               "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"})}
+               "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
+               "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
     document = results_document(metric_rows, speed, "dev", wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)

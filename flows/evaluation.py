@@ -34,13 +34,13 @@ def trained_models(
     the runs otherwise)."""
     models = dict(given or {})
     models.setdefault("index", newest_trained_index(store, passages))
-    if "colbert_index" not in models:
-        try:
-            models["colbert_index"] = newest_full_interaction_index(store, passages)
-        except StoreError:  # none, or none of these passages: only colbert-full needs it, and says so
-            pass
-    if "untrained_index" not in models:
-        models["untrained_index"] = newest_index_of(store, passages, PRODUCER, claims)
+    optional = {"colbert_index": lambda: newest_full_interaction_index(store, passages), "untrained_index": lambda: newest_index_of(store, passages, PRODUCER, claims)}
+    for kind, newest in optional.items():
+        if kind not in models:
+            try:
+                models[kind] = newest()
+            except StoreError:  # none, or none of these passages: only colbert-full / untrained-flipr need it, and say so
+                pass
     for kind in ("stage1", "stage2", "reader"):
         models.setdefault(kind, store.latest(f"{kind}_checkpoint"))
     if passages is not None:  # the ones chosen here are of these passages; the given ones must be too

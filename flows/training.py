@@ -23,6 +23,7 @@ from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
+from baleen_storage.indexes import PRODUCER as INDEX_PRODUCER  # the untrained FLIPR's index
 from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
@@ -41,7 +42,8 @@ def training_flow(
     index_run: str | None = None,
 ) -> dict[str, ArtifactRef]:
     """Label rounds and FLIPR training on the given (default: newest) claims, the passages they
-    were resolved against and an untrained index of those passages (the newest, or ``index_run``)."""
+    were resolved against and an untrained index of those passages (the newest, or ``index_run``;
+    needed only when ``labels.round0`` is ``flipr``)."""
     config = BaleenConfig.load(config_path)
     store = ArtifactStore(config.store_root)
     root, run_id = str(store.root), run_id or new_run_id()
@@ -50,12 +52,16 @@ def training_flow(
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
     passages = passages_for_claims(store, claims, passages_run)  # by lineage, not age
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    index = index_for(store, passages, "index", index_run, claims)
+    labeller = config.labels.round0
+    # BM25 labels round 0 without it: the untrained index then only served a recall report, so
+    # the flow takes one when it exists (or is named) and asks for one only when FLIPR labels
+    needs_index = labeller == "flipr" or index_run or store.refs("flipr_index", INDEX_PRODUCER)
+    index = index_for(store, passages, INDEX_PRODUCER, index_run, claims) if needs_index else None
     device, search = config.retriever.device, config.search
 
     recall_args = (root, claims, gold_facts, sentences, "dev", search, device)
-    retrieval_recall(root, index, *recall_args[1:], label="untrained FLIPR")
-    labeller = config.labels.round0
+    if index is not None:
+        retrieval_recall(root, index, *recall_args[1:], label="untrained FLIPR")
     labels = label_round(root, claims, gold_facts, passages, sentences, 0, labeller, index if labeller == "flipr" else None, config.labels, search, device, run_id, None, force)
     validate_artifact(root, "hop_labels", {"hop_labels": labels, "passages": passages})
     refs: dict[str, ArtifactRef] = {"labels-r0": labels}

@@ -62,20 +62,27 @@ def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max
     return sorted(rows, key=lambda r: r["uid"])[:max_claims]
 
 
+#: The index a FLIPR system searches other than the trained FLIPR's, and how to get it when missing.
+SYSTEM_INDEXES = {
+    "untrained-flipr": ("untrained_index", "run `baleen index` first (the untrained FLIPR)"),
+    "colbert-full": ("colbert_index", "run `baleen train` with colbert-full among evaluation.systems (FLIPR trained with full interaction)"),
+}
+
+
 def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
     """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``)."""
     if system == "bm25-multihop":
         return open_bm25(store, passages, sentences)
-    if system == "colbert-full" and "colbert_index" not in models:
-        raise StoreError("colbert-full needs FLIPR trained with full interaction: run `baleen train` with colbert-full among evaluation.systems")
-    index = {"untrained-flipr": models["untrained_index"], "colbert-full": models.get("colbert_index")}.get(system) or models["index"]
-    searcher, _ = open_searcher(store, config.search, config.retriever.device, index, full_interaction=system == "colbert-full")
+    kind, remedy = SYSTEM_INDEXES.get(system, ("index", "run `baleen train` first"))
+    if kind not in models:
+        raise StoreError(f"{system} needs the {kind.replace('_', ' ')} of these passages: {remedy}")
+    searcher, _ = open_searcher(store, config.search, config.retriever.device, models[kind], full_interaction=system == "colbert-full")
     return searcher
 
 
 def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
     """Fingerprints of what a system reads."""
-    retriever = {"untrained-flipr": {"untrained_index"}, "bm25-multihop": set(), "colbert-full": {"colbert_index"}}.get(system, {"index"})
+    retriever = set() if system == "bm25-multihop" else {SYSTEM_INDEXES.get(system, ("index",))[0]}
     used = {"stage1", "stage2", "reader"} | retriever
     return {name: ref.fingerprint for name, ref in models.items() if name in used}
 

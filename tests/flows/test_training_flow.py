@@ -133,3 +133,42 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     assert {trained[k].manifest.producer for k in trained} == {"stage1-r0", "stage2-r0", "reader-r0"}
     assert all(ArtifactStore(copy).latest(f"{k}_checkpoint").path == trained[k].path for k in trained)
     assert all(store.latest(f"{k}_checkpoint").path == refs[f"training/{k}"].path for k in trained)  # the original is untouched
+
+
+def test_training_with_bm25_round0_needs_no_untrained_index(prefect_server, tiny_world, tmp_path):
+    """Round 0 labelled by BM25 trains without an untrained index (the hover-mini benchmarks skip
+    building one); labelling round 0 with FLIPR, or evaluating untrained-flipr, asks for one by name."""
+    import pytest
+
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.evaluation import trained_models
+    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.training import training_flow
+    from baleen_storage import StoreError
+    from baleen_tasks.evaluation import system_retriever
+
+    def config(round0: str) -> str:
+        path = tmp_path / f"{round0}.yaml"
+        path.write_text(
+            f"store_root: {tmp_path / 'store'}\nretriever: {{device: cpu}}\nlabels: {{rounds: 1, round0: {round0}, depth: 50}}\n"
+            "training: {flipr: {epochs: 1, batch_size: 8}, stage1: {epochs: 1, max_examples: 8}, stage2: {epochs: 1, max_examples: 8},"
+            " reader: {epochs: 1, batch_size: 8, max_examples: 8}}\n"
+        )
+        return str(path)
+
+    ingest_flow(str(tiny_world), config("bm25"))
+    store = ArtifactStore(tmp_path / "store")
+    with pytest.raises(StoreError, match="baleen index"):
+        training_flow(config("flipr"))
+    assert not store.refs("hop_labels")  # refused before labelling anything
+
+    refs = training_flow(config("bm25"))
+    assert refs["labels-r0"].manifest.params["labeller"] == "bm25" and refs["index"].manifest.producer == "index-flipr-r0"
+    assert not store.refs("flipr_index", "index")  # no untrained index was built on the way
+    cfg = BaleenConfig.load(config("bm25"))
+    passages, sentences = store.latest("passages", "corpus"), store.latest("sentences", "corpus")
+    models = trained_models(store, passages=passages)
+    assert "untrained_index" not in models and models["index"] == refs["index"]
+    assert system_retriever(store, "baleen", cfg, models, passages, sentences) is not None
+    with pytest.raises(StoreError, match="untrained-flipr needs the untrained index .*baleen index"):
+        system_retriever(store, "untrained-flipr", cfg, models, passages, sentences)
