@@ -90,7 +90,8 @@ def main() -> None:
     claims = store.latest("claims", "claims")
     rows = store.claim_gold(claims, store.get("gold_facts", claims.manifest.run_id, "claims"), store.latest("sentences", "corpus"), "dev")
     dev = [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in claims_from_rows(rows.to_pylist())]
-    systems = {"untrained FLIPR": store.latest("flipr_index", "index")} if store.refs("flipr_index", "index") else {}
+    untrained = store.refs("flipr_index", "index")  # oldest first; none unless built before
+    systems = {"untrained FLIPR": untrained[-1]} if untrained else {}
     systems.update({f"FLIPR trained on round-{r} labels": refs[f"flipr-r{r}/index"] for r in range(config.labels.rounds)})
     print(f"\ndev claims: {len(dev)}; ingest + training flow wall time: {wall:.0f} s (reused steps take ~0 s)\n")
     print("| retriever | R@25 all | R@25 2-hop | R@25 3-hop | R@25 4-hop | R@100 all |")

@@ -22,8 +22,7 @@ from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import FULL_INTERACTION_TAG, trained_flipr_tag
-from baleen_storage.indexes import PRODUCER as INDEX_PRODUCER  # the untrained FLIPR's index
+from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as INDEX_PRODUCER, trained_flipr_tag  # PRODUCER: the untrained FLIPR's index
 from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2

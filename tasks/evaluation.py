@@ -67,13 +67,15 @@ SYSTEM_INDEXES = {
     "untrained-flipr": ("untrained_index", "run `baleen index` first (the untrained FLIPR)"),
     "colbert-full": ("colbert_index", "run `baleen train` with colbert-full among evaluation.systems (FLIPR trained with full interaction)"),
 }
+#: What every other FLIPR system (baleen, single-hop) searches.
+TRAINED_INDEX = ("index", "run `baleen train` first")
 
 
 def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
     """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``)."""
     if system == "bm25-multihop":
         return open_bm25(store, passages, sentences)
-    kind, remedy = SYSTEM_INDEXES.get(system, ("index", "run `baleen train` first"))
+    kind, remedy = SYSTEM_INDEXES.get(system, TRAINED_INDEX)
     if kind not in models:
         raise StoreError(f"{system} needs the {kind.replace('_', ' ')} of these passages: {remedy}")
     searcher, _ = open_searcher(store, config.search, config.retriever.device, models[kind], full_interaction=system == "colbert-full")
@@ -82,7 +84,7 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
 
 def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
     """Fingerprints of what a system reads."""
-    retriever = set() if system == "bm25-multihop" else {SYSTEM_INDEXES.get(system, ("index",))[0]}
+    retriever = set() if system == "bm25-multihop" else {SYSTEM_INDEXES.get(system, TRAINED_INDEX)[0]}
     used = {"stage1", "stage2", "reader"} | retriever
     return {name: ref.fingerprint for name, ref in models.items() if name in used}
 
