@@ -66,7 +66,7 @@ def main() -> None:
     from baleen_flows.training import training_flow
     from baleen_storage import ArtifactStore
     from baleen_storage.catalog import query
-    from baleen_storage.indexes import open_searcher
+    from baleen_storage.indexes import PRODUCER as UNTRAINED_INDEX_PRODUCER, open_searcher
 
     config_path = work / "training.yaml"
     config_path.write_text(
@@ -90,7 +90,7 @@ def main() -> None:
     claims = store.latest("claims", "claims")
     rows = store.claim_gold(claims, store.get("gold_facts", claims.manifest.run_id, "claims"), store.latest("sentences", "corpus"), "dev")
     dev = [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in claims_from_rows(rows.to_pylist())]
-    untrained = store.refs("flipr_index", "index")  # oldest first; none unless built before
+    untrained = store.refs("flipr_index", UNTRAINED_INDEX_PRODUCER)  # oldest first; none unless built before
     systems = {"untrained FLIPR": untrained[-1]} if untrained else {}
     systems.update({f"FLIPR trained on round-{r} labels": refs[f"flipr-r{r}/index"] for r in range(config.labels.rounds)})
     print(f"\ndev claims: {len(dev)}; ingest + training flow wall time: {wall:.0f} s (reused steps take ~0 s)\n")

@@ -22,7 +22,7 @@ from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as INDEX_PRODUCER, trained_flipr_tag  # PRODUCER: the untrained FLIPR's index
+from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as UNTRAINED_INDEX_PRODUCER, trained_flipr_tag
 from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
@@ -54,8 +54,8 @@ def training_flow(
     labeller = config.labels.round0
     # BM25 labels round 0 without it: the untrained index then only served a recall report, so
     # the flow takes one when it exists (or is named) and asks for one only when FLIPR labels
-    needs_index = labeller == "flipr" or index_run or store.refs("flipr_index", INDEX_PRODUCER)
-    index = index_for(store, passages, INDEX_PRODUCER, index_run, claims) if needs_index else None
+    needs_index = labeller == "flipr" or index_run or store.refs("flipr_index", UNTRAINED_INDEX_PRODUCER)
+    index = index_for(store, passages, UNTRAINED_INDEX_PRODUCER, index_run, claims) if needs_index else None
     device, search = config.retriever.device, config.search
 
     recall_args = (root, claims, gold_facts, sentences, "dev", search, device)
