@@ -8,7 +8,7 @@ same way from the same seed, so "held out" means the same claims wherever it is 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 
 def held_out_uids(uids: Iterable[str], share: float, seed: int) -> set[str]:
@@ -23,3 +23,46 @@ def split_held_out(examples: Sequence, share: float, seed: int) -> tuple[list, l
     (:func:`held_out_uids`) goes to the second list."""
     held = held_out_uids((e.uid for e in examples), share, seed)
     return [e for e in examples if e.uid not in held], [e for e in examples if e.uid in held]
+
+
+def question_groups(claims: Sequence[Mapping]) -> list[list[int]]:
+    """Indices of HoVer claims (``hpqa_id``, ``supporting_facts``) grouped as hover-mini splits
+    them: claims of one HotpotQA question, or with the same set of gold titles, are one group,
+    transitively (HoVer writes several claims per question: mutations and longer chains of it)."""
+    parent = list(range(len(claims)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_with: dict[tuple, int] = {}
+    for i, claim in enumerate(claims):
+        titles = tuple(sorted({title for title, _ in claim["supporting_facts"]}))
+        for key in (("question", claim.get("hpqa_id")), ("titles", titles)):
+            if key[1] is None:
+                continue
+            if key in first_with:
+                parent[root(i)] = root(first_with[key])
+            else:
+                first_with[key] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(claims)):
+        groups.setdefault(root(i), []).append(i)
+    return sorted(groups.values())
+
+
+def split_by_question(claims: Sequence[Mapping], share: float, seed: int) -> tuple[list, list]:
+    """(kept, held out) HoVer claims, split as hover-mini splits train from dev: whole
+    :func:`question_groups`, seeded, until the held-out claims reach ``share`` of all. No held-out
+    claim then shares a question or a gold-title set with a kept one, so a model trained on the
+    kept claims meets the held-out ones as it meets dev claims: without having seen their chains."""
+    groups = question_groups(claims)
+    random.Random(seed).shuffle(groups)
+    target, held = round(share * len(claims)), set()
+    for group in groups:
+        if len(held) >= target:
+            break
+        held.update(group)
+    return [c for i, c in enumerate(claims) if i not in held], [c for i, c in enumerate(claims) if i in held]

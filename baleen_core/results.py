@@ -25,27 +25,34 @@ from baleen_core.metrics import by_hop_count, paired_by_hop_count, summarize_met
 RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
 
 
-def system_results(rows: Sequence[Mapping], claims_per_s: float | None, samples: int = 1000, seed: int = 0) -> dict:
-    """One system's block: per hop count and overall, each metric's mean and interval
-    (:func:`~baleen_core.metrics.summarize_metrics`), the most final facts and the throughput."""
-    most_facts = {hops: max((int(r["final_facts"]) for r in chosen), default=0) for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"]))}
+def metric_blocks(rows: Sequence[Mapping], metrics: Sequence[str] = RESULT_METRICS, samples: int = 1000, seed: int = 0) -> dict:
+    """Per hop count and overall: ``{"claims", METRIC: {"mean", "lo", "hi"} or None}``
+    (:func:`~baleen_core.metrics.summarize_metrics`); rows need ``num_hops`` and the metrics."""
     out = {}
-    for summary in summarize_metrics(rows, RESULT_METRICS, samples, seed):
-        block: dict = {"claims": summary["claims"], "max_final_facts": most_facts[summary["hops"]], "claims_per_s": claims_per_s}
-        for metric in RESULT_METRICS:
+    for summary in summarize_metrics(rows, metrics, samples, seed):
+        block: dict = {"claims": summary["claims"]}
+        for metric in metrics:
             ci = summary[f"{metric}_ci"]
             block[metric] = None if ci is None else {"mean": summary[metric], "lo": ci[0], "hi": ci[1]}
         out[summary["hops"]] = block
     return out
 
 
-def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: int = 1000, seed: int = 0) -> dict:
+def system_results(rows: Sequence[Mapping], claims_per_s: float | None, samples: int = 1000, seed: int = 0) -> dict:
+    """One system's block: :func:`metric_blocks` of :data:`RESULT_METRICS`, the most final facts
+    and the throughput."""
+    most_facts = {hops: max((int(r["final_facts"]) for r in chosen), default=0) for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"]))}
+    blocks = metric_blocks(rows, RESULT_METRICS, samples, seed)
+    return {hops: {"claims": block["claims"], "max_final_facts": most_facts[hops], "claims_per_s": claims_per_s} | {m: block[m] for m in RESULT_METRICS} for hops, block in blocks.items()}
+
+
+def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: int = 1000, seed: int = 0, metrics: Sequence[str] = RESULT_METRICS) -> dict:
     """``main`` minus ``other`` on the claims both verified, per hop count and overall."""
     theirs = {r["uid"]: r for r in other}
     pairs = [(r, theirs[r["uid"]]) for r in main if r["uid"] in theirs]
     return {
         hops: {metric: None if diff is None else {"mean": diff.mean, "lo": diff.ci[0], "hi": diff.ci[1]} for metric, diff in diffs.items()}
-        for hops, _, diffs in paired_by_hop_count(pairs, RESULT_METRICS, samples, seed)
+        for hops, _, diffs in paired_by_hop_count(pairs, metrics, samples, seed)
     }
 
 

@@ -11,10 +11,17 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    the untrained one when the store holds its index), and the label statistics of each round;
 5. the condensers and the reader on the dev claims' gold passages: stage-1 recall of gold facts
    in its top 9, sentence P/R/F1/EM of the facts stage 2 keeps, reader accuracy from gold facts
-   and from the kept facts.
+   and from the kept facts;
+6. with ``--out``, a results file of each FLIPR round as a retriever on the dev claims, with
+   bootstrap intervals and the paired difference of each round from the one before: claim-only
+   Retrieval@25/@100 (every gold passage among the claim's top k) and ``chain_reached`` (given
+   the gold facts of earlier hops as context, each hop's gold passage within the engine's
+   per-hop depth, 100 // hops). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
+   training claims: that is where the number of label rounds is chosen.
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16]
         [--rounds 2] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--negative-passages 1]
+        [--out benchmarks/results/NAME.json]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 The wall time from ingest to the trained reader goes to ``DIR/training-wall.json``, which the
@@ -50,6 +57,7 @@ def main() -> None:
     parser.add_argument("--reader-epochs", type=int, default=2)
     parser.add_argument("--systems", default="baleen,bm25-multihop,single-hop", help="systems the evaluation will run (colbert-full among them trains a second FLIPR)")
     parser.add_argument("--negative-passages", type=int, default=1, help="hard-negative passages per hop the condensers read")
+    parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
     if not args.hover_mini.is_dir():
         sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
@@ -66,7 +74,7 @@ def main() -> None:
     from baleen_flows.training import training_flow
     from baleen_storage import ArtifactStore
     from baleen_storage.catalog import query
-    from baleen_storage.indexes import PRODUCER as UNTRAINED_INDEX_PRODUCER, open_searcher
+    from baleen_storage.indexes import PRODUCER as UNTRAINED_INDEX_PRODUCER, open_bm25, open_searcher
 
     config_path = work / "training.yaml"
     config_path.write_text(
@@ -89,18 +97,26 @@ def main() -> None:
     config = BaleenConfig.load(config_path)
     claims = store.latest("claims", "claims")
     rows = store.claim_gold(claims, store.get("gold_facts", claims.manifest.run_id, "claims"), store.latest("sentences", "corpus"), "dev")
-    dev = [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in claims_from_rows(rows.to_pylist())]
+    dev_gold = claims_from_rows(rows.to_pylist())
+    dev = [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in dev_gold]
     untrained = store.refs("flipr_index", UNTRAINED_INDEX_PRODUCER)  # oldest first; none unless built before
-    systems = {"untrained FLIPR": untrained[-1]} if untrained else {}
-    systems.update({f"FLIPR trained on round-{r} labels": refs[f"flipr-r{r}/index"] for r in range(config.labels.rounds)})
+    systems = {"untrained": ("untrained FLIPR", untrained[-1])} if untrained else {}  # results key: (table label, index)
+    systems.update({f"flipr-r{r}": (f"FLIPR trained on round-{r} labels", refs[f"flipr-r{r}/index"]) for r in range(config.labels.rounds)})
     print(f"\ndev claims: {len(dev)}; ingest + training flow wall time: {wall:.0f} s (reused steps take ~0 s)\n")
     print("| retriever | R@25 all | R@25 2-hop | R@25 3-hop | R@25 4-hop | R@100 all |")
     print("|---|---|---|---|---|---|")
-    for name, index in systems.items():
+    retriever_rows: dict[str, list[dict]] = {}
+    for key, (name, index) in systems.items():
         searcher, _ = open_searcher(store, config.search, config.retriever.device, index)
         recall = gold_recall(searcher, dev, [25, 100])
         r25, r100 = recall[25], recall[100]
         print(f"| {name} | {r25['all']:.3f} | {r25['2']:.3f} | {r25['3']:.3f} | {r25['4']:.3f} | {r100['all']:.3f} |")
+        if args.out and key != "untrained":
+            retriever_rows[key] = [retriever_row(searcher, claim) for claim in dev_gold]
+    if args.out:
+        bm25 = open_bm25(store, store.latest("passages", "corpus"), store.latest("sentences", "corpus"))  # round 0's labeller, for reference
+        retriever_rows = {"bm25": [retriever_row(bm25, claim) for claim in dev_gold], **retriever_rows}
+        write_retriever_results(args.out, retriever_rows, len(dev_gold), wall, config)
 
     print("\n| round | labeller | hop | labels | reached ≤ 100 | mean rank | median rank |")
     print("|---|---|---|---|---|---|---|")
@@ -137,6 +153,53 @@ def main() -> None:
             f"{r['sentence_f1']:.3f} | {r['sentence_em']:.3f} | {r['all_sentences_f1']:.3f} | {r['reader_correct_gold']:.3f} | {r['reader_correct_kept']:.3f} |"
         )
     print(f"\nmajority-label accuracy on dev: {report['summary'][-1]['majority_label_accuracy']:.3f}")
+
+
+RETRIEVER_METRICS = ("retrieval_at_25", "retrieval_at_100", "chain_reached")
+ENGINE_DEPTH = 100  # passages per claim, over its hops: the engine's default
+
+
+def retriever_row(searcher, claim) -> dict:
+    """One dev claim's retriever metrics (module docstring, step 6)."""
+    from baleen_core.training.hop_ordering import order_hops
+
+    gold = {p.pid for p in claim.passages}
+    ranked = [pid for pid, _ in searcher.rank(claim.claim, [], ENGINE_DEPTH, set())]
+    chain = order_hops(claim, searcher, ENGINE_DEPTH // claim.num_hops)  # ranks beyond the per-hop depth count as not reached
+    return {
+        "uid": claim.uid,
+        "num_hops": claim.num_hops,
+        "retrieval_at_25": float(gold <= set(ranked[:25])),
+        "retrieval_at_100": float(gold <= set(ranked[:100])),
+        "chain_reached": float(all(label.reached for label in chain)),
+    }
+
+
+def write_retriever_results(out: Path, rows: dict, claims: int, wall: float, config) -> None:
+    """The results file of step 6, in the shape of every ``benchmarks/results/*.json``."""
+    from datetime import datetime, timezone
+
+    from baleen_core.results import git_commit, machine_description, metric_blocks, paired_results
+
+    names = list(rows)
+    document = {
+        "commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "split": "dev",
+        "claims": claims,
+        "wall_seconds": round(wall, 1),
+        "majority_class": None,
+        "budgets": {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": ENGINE_DEPTH},
+        "systems": {name: metric_blocks(rows[name], RETRIEVER_METRICS) for name in names},
+        "paired": {f"{later} − {earlier}": paired_results(rows[later], rows[earlier], metrics=RETRIEVER_METRICS) for earlier, later in zip(names, names[1:])},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"\nretriever results: {out}")
+    for name in names:
+        block = document["systems"][name]["all"]
+        print(f"  {name}: " + ", ".join(f"{m} {block[m]['mean']:.3f} [{block[m]['lo']:.3f}, {block[m]['hi']:.3f}]" for m in RETRIEVER_METRICS))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The held-out rule: whole claims, the share asked for, the same claims for the same seed."""
 
-from baleen_core.held_out import held_out_uids, split_held_out
+from baleen_core.held_out import held_out_uids, question_groups, split_by_question, split_held_out
 from baleen_core.training.condenser_trainer import ReaderExample
 
 
@@ -20,3 +20,31 @@ def test_split_held_out_keeps_whole_claims_together():
     assert {e.uid for e in validation} == held_out_uids((e.uid for e in examples), 0.1, seed=1)
     assert split_held_out(examples, 0.1, seed=1) == (train, validation)
     assert split_held_out(examples, 0.0, seed=1) == (examples, [])
+
+
+def _claim(uid, hpqa_id, *titles):
+    return {"uid": uid, "hpqa_id": hpqa_id, "supporting_facts": [[t, 0] for t in titles]}
+
+
+def test_question_groups_join_a_question_and_a_title_set_transitively():
+    claims = [
+        _claim("a", "q1", "X", "Y"),
+        _claim("b", "q1", "X", "Z"),  # same question as a
+        _claim("c", "q2", "Z", "X"),  # same title set as b (order does not matter)
+        _claim("d", "q3", "X", "Y", "W"),  # shares titles with a, but not the set
+        _claim("e", "q3", "V", "U"),  # same question as d
+    ]
+    assert question_groups(claims) == [[0, 1, 2], [3, 4]]
+
+
+def test_split_by_question_never_splits_a_group_and_takes_about_the_share():
+    claims = [_claim(f"u{i}", f"q{i // 3}", f"T{i // 3}", f"S{i}") for i in range(90)]  # 30 questions of 3 claims
+    claims += [_claim(f"v{i}", f"r{i}", "Shared", "Set") for i in range(10)]  # 10 questions, one title set
+    kept, held = split_by_question(claims, 0.2, seed=5)
+    assert len(kept) + len(held) == len(claims) and 20 <= len(held) < 20 + 10
+    questions = {c["hpqa_id"] for c in held}
+    title_sets = {frozenset(t for t, _ in c["supporting_facts"]) for c in held}
+    assert not any(c["hpqa_id"] in questions or frozenset(t for t, _ in c["supporting_facts"]) in title_sets for c in kept)
+    assert split_by_question(claims, 0.2, seed=5) == (kept, held)
+    assert split_by_question(claims, 0.2, seed=6)[1] != held
+    assert split_by_question(claims, 0.0, seed=5) == (claims, [])
