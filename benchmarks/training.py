@@ -116,7 +116,9 @@ def main() -> None:
     if args.out:
         bm25 = open_bm25(store, store.latest("passages", "corpus"), store.latest("sentences", "corpus"))  # round 0's labeller, for reference
         retriever_rows = {"bm25": [retriever_row(bm25, claim) for claim in dev_gold], **retriever_rows}
-        write_retriever_results(args.out, retriever_rows, len(dev_gold), wall, config)
+        budgets = {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": ENGINE_DEPTH}
+        names = list(retriever_rows)
+        write_retriever_results(args.out, retriever_rows, wall, budgets, list(zip(names[1:], names)))
 
     print("\n| round | labeller | hop | labels | reached ≤ 100 | mean rank | median rank |")
     print("|---|---|---|---|---|---|---|")
@@ -175,29 +177,29 @@ def retriever_row(searcher, claim) -> dict:
     }
 
 
-def write_retriever_results(out: Path, rows: dict, claims: int, wall: float, config) -> None:
-    """The results file of step 6, in the shape of every ``benchmarks/results/*.json``."""
+def write_retriever_results(out: Path, rows: dict[str, list[dict]], wall: float, budgets: dict, pairs: list[tuple[str, str]]) -> None:
+    """The results file of step 6, in the shape of every ``benchmarks/results/*.json``: ``rows``
+    per retriever (:func:`retriever_row`), and ``pairs`` of (retriever, baseline) compared paired."""
     from datetime import datetime, timezone
 
     from baleen_core.results import git_commit, machine_description, metric_blocks, paired_results
 
-    names = list(rows)
     document = {
         "commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "split": "dev",
-        "claims": claims,
+        "claims": len(next(iter(rows.values()))),
         "wall_seconds": round(wall, 1),
         "majority_class": None,
-        "budgets": {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": ENGINE_DEPTH},
-        "systems": {name: metric_blocks(rows[name], RETRIEVER_METRICS) for name in names},
-        "paired": {f"{later} − {earlier}": paired_results(rows[later], rows[earlier], metrics=RETRIEVER_METRICS) for earlier, later in zip(names, names[1:])},
+        "budgets": budgets,
+        "systems": {name: metric_blocks(system_rows, RETRIEVER_METRICS) for name, system_rows in rows.items()},
+        "paired": {f"{name} − {baseline}": paired_results(rows[name], rows[baseline], metrics=RETRIEVER_METRICS) for name, baseline in pairs},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")
     print(f"\nretriever results: {out}")
-    for name in names:
+    for name in rows:
         block = document["systems"][name]["all"]
         print(f"  {name}: " + ", ".join(f"{m} {block[m]['mean']:.3f} [{block[m]['lo']:.3f}, {block[m]['hi']:.3f}]" for m in RETRIEVER_METRICS))
 

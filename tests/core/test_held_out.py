@@ -48,3 +48,25 @@ def test_split_by_question_never_splits_a_group_and_takes_about_the_share():
     assert split_by_question(claims, 0.2, seed=5) == (kept, held)
     assert split_by_question(claims, 0.2, seed=6)[1] != held
     assert split_by_question(claims, 0.0, seed=5) == (claims, [])
+
+
+def test_the_held_out_pack_splits_training_claims_as_hover_mini_splits_dev(hover_mini, tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from held_out_pack import write_held_out_pack
+
+    train = json.loads((hover_mini / "claims_train.json").read_text())
+    dev = json.loads((hover_mini / "claims_dev.json").read_text())
+    # the rule is the pack's own: no group of train + dev spans the two splits
+    assert all(len({i < len(train) for i in group}) == 1 for group in question_groups(train + dev))
+
+    kept, held = write_held_out_pack(hover_mini, tmp_path / "pack", 0.15, seed=0)
+    assert json.loads((tmp_path / "pack" / "claims_dev.json").read_text()) == held
+    assert json.loads((tmp_path / "pack" / "claims_train.json").read_text()) == kept
+    assert sorted(c["uid"] for c in kept + held) == sorted(c["uid"] for c in train)
+    assert 0.15 * len(train) <= len(held) < 0.15 * len(train) + 13  # whole groups: at most one group (≤ 12 claims) more
+    assert all(len({i < len(kept) for i in group}) == 1 for group in question_groups(kept + held))
+    assert (tmp_path / "pack" / "wiki").is_symlink() and (tmp_path / "pack" / "beir_corpus.jsonl.gz").resolve() == (hover_mini / "beir_corpus.jsonl.gz").resolve()

@@ -1,0 +1,70 @@
+"""Every FLIPR a training benchmark's store holds, as retrievers on its dev claims, compared paired.
+
+Run ``benchmarks/training.py`` on a pack from ``benchmarks/held_out_pack.py`` once per setting
+to compare (e.g. ``--rounds 2`` then ``--rounds 1 --epochs 2``, same ``--work``: the steps they
+share are reused), then this: each trained FLIPR (named ``flipr-r<round>-e<epochs>`` from its
+checkpoint) and BM25 get the training benchmark's step-6 metrics on the pack's dev claims, i.e.
+held-out *training* claims, and each ``--pair`` is compared on the same claims. That is where the
+number of label rounds and FLIPR epochs are chosen; dev is never read.
+
+    python benchmarks/flipr_rounds.py --work DIR --out benchmarks/results/NAME.json
+        [--pair flipr-r0-e2 flipr-r1-e1 ...]   (default: every FLIPR against BM25)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from training import ENGINE_DEPTH, retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, required=True, help="the training benchmark's --work directory")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--pair", nargs=2, action="append", metavar=("SYSTEM", "BASELINE"), help="compare SYSTEM − BASELINE (repeatable)")
+    args = parser.parse_args()
+    if not (args.work / "training.yaml").is_file():
+        sys.exit(f"{args.work} holds no training benchmark run (no training.yaml)")
+    os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
+    from baleen_core.runtime import apply_runtime_defaults
+
+    apply_runtime_defaults()
+    from baleen_core.config import BaleenConfig
+    from baleen_core.training.hop_ordering import claims_from_rows
+    from baleen_storage import ArtifactStore
+    from baleen_storage.indexes import open_bm25, open_searcher
+
+    started = time.perf_counter()
+    config = BaleenConfig.load(args.work / "training.yaml")
+    store = ArtifactStore(config.store_root)
+    claims = store.latest("claims", "claims")
+    sentences = store.latest("sentences", "corpus")
+    dev = claims_from_rows(store.claim_gold(claims, store.get("gold_facts", claims.manifest.run_id, "claims"), sentences, "dev").to_pylist())
+    checkpoints = {str(ref.path): ref.manifest.params for ref in store.refs("flipr_checkpoint")}
+    retrievers = {"bm25": open_bm25(store, store.latest("passages", "corpus"), sentences)}
+    for index in store.refs("flipr_index"):
+        retriever = index.manifest.params["retriever"]
+        trained = checkpoints.get(str(retriever.get("checkpoint")))
+        if trained is not None and retriever.get("k_claim") is not None:  # trained, focused scoring: not the untrained FLIPR, not colbert-full
+            name = f"flipr-r{trained['round']}-e{trained['epochs']}"
+            name = f"{name}-{index.manifest.run_id}" if name in retrievers else name
+            retrievers[name] = open_searcher(store, config.search, config.retriever.device, index)[0]
+    rows = {}
+    for name, retriever in retrievers.items():
+        print(f"{name}: {len(dev)} dev claims", flush=True)
+        rows[name] = [retriever_row(retriever, claim) for claim in dev]
+    pairs = [tuple(pair) for pair in args.pair] if args.pair else [(name, "bm25") for name in rows if name != "bm25"]
+    unknown = {name for pair in pairs for name in pair} - set(rows)
+    if unknown:
+        sys.exit(f"no retriever named {', '.join(sorted(unknown))} in {args.work}; there are: {', '.join(rows)}")
+    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": ENGINE_DEPTH, "store": "training benchmark runs of one --work"}, pairs)
+
+
+if __name__ == "__main__":
+    main()
