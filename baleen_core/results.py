@@ -23,6 +23,8 @@ from pathlib import Path
 from baleen_core.metrics import by_hop_count, paired_by_hop_count, summarize_metrics
 
 RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
+#: The README tables' columns of an engine evaluation.
+README_METRICS = ("passage_em", "passage_f1", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
 
 
 def metric_blocks(rows: Sequence[Mapping], metrics: Sequence[str] = RESULT_METRICS, samples: int = 1000, seed: int = 0) -> dict:
@@ -125,14 +127,21 @@ def _cell(value: dict | None, signed: bool = False) -> str:
     return f"{fmt.format(value['mean'])} [{fmt.format(value['lo'])}, {fmt.format(value['hi'])}]"
 
 
-def results_table(document: Mapping, metrics: Sequence[str] = ("passage_em", "passage_f1", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")) -> str:
+def results_table(document: Mapping, metrics: Sequence[str] | None = None) -> str:
     """The README's Markdown tables of a results file: every system × hop count, then the paired
-    differences of the full system against each other one."""
-    lines = ["| system | hops | claims | " + " | ".join(metrics) + " | max facts | claims/s |", "|---|---|---|" + "---|" * (len(metrics) + 2)]
+    differences. ``metrics`` default to the README's six when the file has them, else to every
+    metric it holds (e.g. a retriever comparison's)."""
+    first = next(iter(next(iter(document["systems"].values())).values()))
+    engine = "max_final_facts" in first  # an engine evaluation's file, not a retriever comparison's
+    metrics = metrics or (README_METRICS if engine else [m for m, value in first.items() if isinstance(value, Mapping)])
+    lines = ["| system | hops | claims | " + " | ".join(metrics) + (" | max facts | claims/s |" if engine else " |"), "|---|---|---|" + "---|" * (len(metrics) + 2 * engine)]
     for system, per_hops in document["systems"].items():
         for hops, block in per_hops.items():
-            speed = "—" if block["claims_per_s"] is None else f"{block['claims_per_s']:.3f}"
-            lines.append(f"| {system} | {hops} | {block['claims']} | " + " | ".join(_cell(block[m]) for m in metrics) + f" | {block['max_final_facts']} | {speed} |")
+            cells = " | ".join(_cell(block[m]) for m in metrics)
+            if engine:
+                speed = "—" if block["claims_per_s"] is None else f"{block['claims_per_s']:.3f}"
+                cells += f" | {block['max_final_facts']} | {speed}"
+            lines.append(f"| {system} | {hops} | {block['claims']} | {cells} |")
     if document["paired"]:
         lines += ["", "| difference | hops | " + " | ".join(f"Δ {m}" for m in metrics) + " |", "|---|---|" + "---|" * len(metrics)]
         for name, per_hops in document["paired"].items():

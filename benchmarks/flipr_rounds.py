@@ -27,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's --work directory")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file (a real pack's: dev)")
     parser.add_argument("--pair", nargs=2, action="append", metavar=("SYSTEM", "BASELINE"), help="compare SYSTEM − BASELINE (repeatable)")
     args = parser.parse_args()
     if not (args.work / "training.yaml").is_file():
@@ -63,7 +64,7 @@ def main() -> None:
     unknown = {name for pair in pairs for name in pair} - set(rows)
     if unknown:
         sys.exit(f"no retriever named {', '.join(sorted(unknown))} in {args.work}; there are: {', '.join(rows)}")
-    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": ENGINE_DEPTH, "store": "training benchmark runs of one --work"}, pairs)
+    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": ENGINE_DEPTH, "store": "training benchmark runs of one --work"}, pairs, args.split)
 
 
 if __name__ == "__main__":

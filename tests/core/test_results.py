@@ -53,3 +53,22 @@ def test_the_table_of_a_gpu_benchmark_file_comes_from_its_quality_block(tmp_path
     main([str(path)])
     table = capsys.readouterr().out
     assert "| baleen | all | 2 | " in table and "| 17.600 |" in table and "commit abc123; one H100;" in table
+
+
+def test_a_retriever_comparison_file_has_the_shared_shape_and_a_table_of_its_own_metrics():
+    from baleen_core.results import metric_blocks, paired_results
+
+    metrics = ("retrieval_at_25", "chain_reached")
+    rows = {
+        "bm25": [{"uid": "a", "num_hops": 2, "retrieval_at_25": 1.0, "chain_reached": 0.0}, {"uid": "b", "num_hops": 3, "retrieval_at_25": 0.0, "chain_reached": 0.0}],
+        "flipr": [{"uid": "a", "num_hops": 2, "retrieval_at_25": 1.0, "chain_reached": 1.0}, {"uid": "b", "num_hops": 3, "retrieval_at_25": 0.0, "chain_reached": 1.0}],
+    }
+    doc = {"claims": 2, "split": "held-out train", "majority_class": None, "commit": "abc", "machine": "cpu",
+           "systems": {name: metric_blocks(r, metrics, samples=50) for name, r in rows.items()},
+           "paired": {"flipr − bm25": paired_results(rows["flipr"], rows["bm25"], samples=50, metrics=metrics)}}
+    assert doc["systems"]["flipr"]["all"]["chain_reached"] == {"mean": 1.0, "lo": 1.0, "hi": 1.0} and doc["systems"]["bm25"]["all"]["claims"] == 2
+    assert doc["paired"]["flipr − bm25"]["all"] == {"retrieval_at_25": {"mean": 0.0, "lo": 0.0, "hi": 0.0}, "chain_reached": {"mean": 1.0, "lo": 1.0, "hi": 1.0}}
+    table = results_table(doc)
+    assert table.splitlines()[0] == "| system | hops | claims | retrieval_at_25 | chain_reached |"
+    assert "| flipr | all | 2 | 0.500 [" in table and "| flipr − bm25 | all | +0.000 [+0.000, +0.000] | +1.000 [+1.000, +1.000] |" in table
+    assert "max facts" not in table and "2 held-out train claims; majority class —" in table
