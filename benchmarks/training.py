@@ -13,7 +13,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    in its top 9, sentence P/R/F1/EM of the facts stage 2 keeps, reader accuracy from gold facts
    and from the kept facts;
 6. with ``--out``, a results file of each FLIPR round as a retriever on the dev claims, with
-   bootstrap intervals and the paired difference of each round from the one before: claim-only
+   bootstrap intervals and the paired difference of each from the one before (round 0 from BM25): claim-only
    Retrieval@25/@100 (every gold passage among the claim's top k) and ``chain_reached`` (given
    the gold facts of earlier hops as context, each hop's gold passage within the engine's
    per-hop depth, 100 // hops). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
