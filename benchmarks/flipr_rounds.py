@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from training import ENGINE_DEPTH, retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
+from training import retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
 def main() -> None:
@@ -59,12 +59,12 @@ def main() -> None:
     rows = {}
     for name, retriever in retrievers.items():
         print(f"{name}: {len(dev)} dev claims", flush=True)
-        rows[name] = [retriever_row(retriever, claim) for claim in dev]
+        rows[name] = [retriever_row(retriever, claim, config.evaluation) for claim in dev]
     pairs = [tuple(pair) for pair in args.pair] if args.pair else [(name, "bm25") for name in rows if name != "bm25"]
     unknown = {name for pair in pairs for name in pair} - set(rows)
     if unknown:
         sys.exit(f"no retriever named {', '.join(sorted(unknown))} in {args.work}; there are: {', '.join(rows)}")
-    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": ENGINE_DEPTH, "store": "training benchmark runs of one --work"}, pairs, args.split)
+    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": config.evaluation.depth, "store": "training benchmark runs of one --work"}, pairs, args.split)
 
 
 if __name__ == "__main__":

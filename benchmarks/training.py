@@ -16,7 +16,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    bootstrap intervals and the paired difference of each from the one before (round 0 from BM25): claim-only
    Retrieval@25/@100 (every gold passage among the claim's top k) and ``chain_reached`` (given
    the gold facts of earlier hops as context, each hop's gold passage within the engine's
-   per-hop depth, 100 // hops). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
+   per-hop depth, ``evaluation.depth // hops``: 100 // hops by default). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16]
@@ -115,11 +115,11 @@ def main() -> None:
         r25, r100 = recall[25], recall[100]
         print(f"| {name} | {r25['all']:.3f} | {r25['2']:.3f} | {r25['3']:.3f} | {r25['4']:.3f} | {r100['all']:.3f} |")
         if args.out and key != "untrained":
-            retriever_rows[key] = [retriever_row(searcher, claim) for claim in dev_gold]
+            retriever_rows[key] = [retriever_row(searcher, claim, config.evaluation) for claim in dev_gold]
     if args.out:
         bm25 = open_bm25(store, store.latest("passages", "corpus"), store.latest("sentences", "corpus"))  # round 0's labeller, for reference
-        retriever_rows = {"bm25": [retriever_row(bm25, claim) for claim in dev_gold], **retriever_rows}
-        budgets = {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": ENGINE_DEPTH}
+        retriever_rows = {"bm25": [retriever_row(bm25, claim, config.evaluation) for claim in dev_gold], **retriever_rows}
+        budgets = {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": config.evaluation.depth}
         names = list(retriever_rows)
         write_retriever_results(args.out, retriever_rows, wall, budgets, list(zip(names[1:], names)))
 
@@ -161,21 +161,23 @@ def main() -> None:
 
 
 RETRIEVER_METRICS = ("retrieval_at_25", "retrieval_at_100", "chain_reached")
-ENGINE_DEPTH = 100  # passages per claim, over its hops: the engine's default
 
 
-def retriever_row(searcher, claim) -> dict:
-    """One dev claim's retriever metrics (module docstring, step 6)."""
+def retriever_row(searcher, claim, evaluation) -> dict:
+    """One dev claim's retriever metrics (module docstring, step 6); ``evaluation`` is the
+    config's evaluation block, whose depth and ``k`` set the engine's per-hop depth."""
+    from baleen_core.engine import passages_per_hop
+    from baleen_core.metrics import retrieval_at_k
     from baleen_core.training.hop_ordering import order_hops
 
-    gold = {p.pid for p in claim.passages}
-    ranked = [pid for pid, _ in searcher.rank(claim.claim, [], ENGINE_DEPTH, set())]
-    chain = order_hops(claim, searcher, ENGINE_DEPTH // claim.num_hops)  # ranks beyond the per-hop depth count as not reached
+    gold = [p.pid for p in claim.passages]
+    ranked = [pid for pid, _ in searcher.rank(claim.claim, [], 100, set())]
+    chain = order_hops(claim, searcher, passages_per_hop(evaluation.depth, claim.num_hops, evaluation.k))  # ranks beyond it count as not reached
     return {
         "uid": claim.uid,
         "num_hops": claim.num_hops,
-        "retrieval_at_25": float(gold <= set(ranked[:25])),
-        "retrieval_at_100": float(gold <= set(ranked[:100])),
+        "retrieval_at_25": retrieval_at_k(ranked, gold, 25),
+        "retrieval_at_100": retrieval_at_k(ranked, gold, 100),
         "chain_reached": float(all(label.reached for label in chain)),
     }
 
