@@ -29,21 +29,20 @@ import time
 from pathlib import Path
 
 import yaml
+from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
-DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's working directory (created when missing)")
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
     args = parser.parse_args()
-    if not args.hover_mini.is_dir():
-        sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    require_hover_mini(args.hover_mini)
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
     from baleen_core.runtime import apply_runtime_defaults
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 from baleen_core.held_out import split_by_question
+from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
-DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 CORPUS_FILES = ("wiki", "beir_corpus.jsonl.gz")
 
 
@@ -47,12 +46,11 @@ def write_held_out_pack(hover_mini: Path, out: Path, share: float, seed: int) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="the pack's directory (outside the project)")
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--share", type=float, default=0.15, help="share of the training claims held out")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if not (args.hover_mini / "claims_train.json").is_file():
-        sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    require_hover_mini(args.hover_mini, needs="claims_train.json")
     kept, held_out = write_held_out_pack(args.hover_mini, args.out, args.share, args.seed)
     by_hops = Counter(c["num_hops"] for c in held_out)
     print(f"{args.out}: {len(kept)} training claims kept, {len(held_out)} held out as dev ({', '.join(f'{h} hops: {n}' for h, n in sorted(by_hops.items()))})")

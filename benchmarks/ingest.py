@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from hover_mini import add_hover_mini_option  # sibling module
 
-DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 _WORDS = ("river city film band album novel village actor singer director founded born located known released "
           "played studied married award season league station church school family museum island county").split()
 
@@ -92,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--passages", type=int, default=1_000_000)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "openbaleen-bench")
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

@@ -36,8 +36,8 @@ from baleen_core.results import results_document, results_table  # noqa: E402
 from baleen_core.retrieval.tokenization import fact_text  # noqa: E402
 from baleen_core.training.condenser_trainer import ReaderExample, train_reader  # noqa: E402
 from baleen_core.training.reader_augmentation import augment_reader_examples  # noqa: E402
+from hover_mini import add_hover_mini_option  # noqa: E402  (sibling module)
 
-DEFAULT_HOVER = ROOT.parent / "shared" / "benchmarks" / "hover-mini"
 HELD_OUT_EVERY = 6  # a sixth of the questions
 
 
@@ -73,7 +73,7 @@ def verdict_rows(model: SequenceModel, held_out: list[ReaderExample], hops: dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--settings", nargs="+", default=["none", "swap,drop,shuffle"], help="augment settings: 'none' or comma-separated rewrites")
     parser.add_argument("--scorings", nargs="+", default=["cls"], choices=["cls", "alignment"], help="reader.scoring settings (each crossed with --settings)")

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
-DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -71,13 +70,12 @@ def build(hover: Path, work: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--work", type=Path, default=None, help="working directory (kept; default: a temp dir)")
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate on the first N dev claims only")
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     args = parser.parse_args()
-    if not args.hover_mini.is_dir():
-        sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    require_hover_mini(args.hover_mini)
     work = args.work or Path(tempfile.mkdtemp(prefix="baleen-bench-retrieval-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))

@@ -18,8 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from baleen_core.corpus.splitting import get_splitter
+from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 
 
 def load_paragraphs(root: Path, limit: int) -> list[list[str]]:
@@ -59,11 +59,10 @@ def score(name: str, paragraphs: list[list[str]]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT)
+    add_hover_mini_option(parser)
     parser.add_argument("--limit", type=int, default=500)
     args = parser.parse_args()
-    if not (args.hover_mini / "wiki" / "AB").is_dir():
-        raise SystemExit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    require_hover_mini(args.hover_mini, needs="wiki/AB")
     paragraphs = load_paragraphs(args.hover_mini, args.limit)
     rows = [score(name, paragraphs) for name in ("blingfire", "pysbd")]
     print(f"{len(paragraphs)} HotpotQA intros, {sum(map(len, paragraphs))} sentences\n")

@@ -33,17 +33,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
+from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
-DEFAULT_HOVER = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hover-mini", type=Path, default=DEFAULT_HOVER)
+    add_hover_mini_option(parser)
     parser.add_argument("--work", type=Path, default=None, help="working directory (kept; default: a temp dir)")
     # one round at 2 epochs, not the config's 2 rounds at 1: on 159 held-out training claims it
     # reached the whole chain for 0.786 of them against 0.730, paired +0.057 [−0.000, +0.119], in
@@ -62,8 +61,7 @@ def main() -> None:
     parser.add_argument("--negative-passages", type=int, default=1, help="hard-negative passages per hop the condensers read")
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
-    if not args.hover_mini.is_dir():
-        sys.exit(f"hover-mini not found at {args.hover_mini}; pass --hover-mini")
+    require_hover_mini(args.hover_mini)
     work = args.work or Path(tempfile.mkdtemp(prefix="baleen-bench-training-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))

@@ -1,0 +1,25 @@
+"""Where the benchmarks find hover-mini: ``../shared/benchmarks/hover-mini`` beside the checkout
+(the layout CI and the guide use), or the folder given with ``--hover-mini``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_HOVER_MINI = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hover-mini"
+
+
+def add_hover_mini_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hover-mini", type=Path, default=DEFAULT_HOVER_MINI,
+        help=f"the hover-mini pack (default: {DEFAULT_HOVER_MINI})",
+    )
+
+
+def require_hover_mini(path: Path, needs: str = ".") -> Path:
+    """The pack, or exit with one line saying where it was looked for; ``needs`` is a file or folder
+    inside it that the benchmark reads (the pack's folder itself by default)."""
+    if not (path / needs).exists():
+        sys.exit(f"hover-mini not found at {path}; pass --hover-mini")
+    return path
