@@ -66,6 +66,17 @@ def _config_arg(config: Optional[Path]) -> Optional[str]:
     return str(path)
 
 
+def _loaded_config(config: Optional[Path]):
+    """The validated config for commands that read the store themselves (no flow run): loaded once,
+    its ``store_root`` made the store as :func:`_config_arg` does."""
+    from baleen_core.config import BaleenConfig
+
+    cfg = BaleenConfig.load(config.expanduser().resolve() if config else None)
+    if config:
+        _use_store(cfg.store_root)
+    return cfg
+
+
 def _report(refs: dict) -> None:
     from baleen_core.config import default_store_root, home_store_root
 
@@ -234,12 +245,11 @@ def search(
 ) -> None:
     """Search the newest FLIPR index; optionally show which query tokens matched which passage tokens."""
     _use_store(store)
-    from baleen_core.config import BaleenConfig
     from baleen_core.retrieval import passage_text
     from baleen_storage import ArtifactStore, StoreError
     from baleen_storage.indexes import index_passages_ref, open_searcher
 
-    cfg = BaleenConfig.load(_config_arg(config))
+    cfg = _loaded_config(config)
     db = ArtifactStore(cfg.store_root)
     try:
         searcher, ref = open_searcher(db, cfg.search, cfg.retriever.device)
@@ -280,7 +290,7 @@ SystemOption = Annotated[str, typer.Option("--system", help="baleen, bm25-multih
 
 def _evaluation_setup(config: Optional[Path], system: str):
     """Config, store, the trained models and the corpus they index; exits with what to run when missing."""
-    from baleen_core.config import SYSTEMS, BaleenConfig
+    from baleen_core.config import SYSTEMS
     from baleen_flows.evaluation import trained_models
     from baleen_storage import ArtifactStore, StoreError
     from baleen_storage.indexes import index_passages_ref
@@ -288,7 +298,7 @@ def _evaluation_setup(config: Optional[Path], system: str):
     if system not in SYSTEMS:
         typer.echo(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}", err=True)
         raise typer.Exit(2)
-    cfg = BaleenConfig.load(_config_arg(config))
+    cfg = _loaded_config(config)
     db = ArtifactStore(cfg.store_root)
     try:
         models = trained_models(db)

@@ -105,6 +105,28 @@ def test_a_store_root_in_the_config_is_the_store_the_command_reports(tmp_path, m
     assert 'baleen sql "' in out and f"(store: {tmp_path / 'home' / 'store'};" in out
 
 
+def test_search_and_verify_read_their_config_once_and_report_on_its_store(tmp_path, monkeypatch):
+    """The commands that open the store themselves validate the file once and use its store_root;
+    without a config they take the defaults and leave the store as it was."""
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.cli import _loaded_config
+
+    loads = []
+    real_load = BaleenConfig.load.__func__
+    monkeypatch.setattr(BaleenConfig, "load", classmethod(lambda cls, path: loads.append(path) or real_load(cls, path)))
+    monkeypatch.delenv("BALEEN_STORE", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    config = tmp_path / "run.yaml"
+    config.write_text(f"store_root: {elsewhere}\nevaluation:\n  depth: 40\n")
+    cfg = _loaded_config(config)
+    assert loads == [config.resolve()] and cfg.evaluation.depth == 40
+    assert cfg.store_root == elsewhere and os.environ["BALEEN_STORE"] == str(elsewhere)
+
+    monkeypatch.delenv("BALEEN_STORE")
+    assert _loaded_config(None).evaluation.depth == BaleenConfig().evaluation.depth
+    assert "BALEEN_STORE" not in os.environ
+
+
 def test_the_temporary_servers_library_noise_stays_out_of_the_console(monkeypatch):
     """The CLI (without --debug) asks the Prefect server subprocess, through the environment it
     inherits, for a root logger at CRITICAL: SQLAlchemy's pool logs the cancellation of the
