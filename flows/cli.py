@@ -59,16 +59,14 @@ def _config_arg(config: Optional[Path]) -> Optional[str]:
     reports on (its artifacts, report, SQL and search hints) too."""
     if not config:
         return None
-    from baleen_core.config import BaleenConfig
-
-    path = config.expanduser().resolve()
-    _use_store(BaleenConfig.load(path).store_root)
-    return str(path)
+    _loaded_config(config)
+    return str(config.expanduser().resolve())
 
 
 def _loaded_config(config: Optional[Path]):
-    """The validated config for commands that read the store themselves (no flow run): loaded once,
-    its ``store_root`` made the store as :func:`_config_arg` does."""
+    """The validated config, loaded once; a ``store_root`` in the file becomes the store this command
+    reads and reports on. Commands that open the store themselves use the config it returns; flow
+    commands pass the file's path on (:func:`_config_arg`)."""
     from baleen_core.config import BaleenConfig
 
     cfg = BaleenConfig.load(config.expanduser().resolve() if config else None)
