@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, read_verdicts
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts
 from baleen_core.config import CondenserConfig, ReaderConfig
 
 #: Passages retrieved per claim over all its hops (Baleen's and HoVer's Retrieval@100).
@@ -135,33 +135,85 @@ def verify_claims(
 ) -> list[Verdict]:
     """Run the hop loop over ``claims`` and read a verdict for each (see the module docstring).
     ``on_hop(hop, claims)`` is called after each hop with the number of claims it advanced."""
+    return verify_claims_at_thresholds(
+        claims, [condenser.stage2_threshold], retriever, passages_of, stage1, stage2, reader, condenser, reader_config,
+        depth=depth, k=k, hops=hops, on_hop=on_hop, single_hop=single_hop,
+    )[0]
+
+
+def verify_claims_at_thresholds(
+    claims: Sequence[ClaimInput],
+    thresholds: Sequence[float],
+    retriever: Retriever,
+    passages_of: Callable[[set[int]], dict[int, PassageSentences]],
+    stage1: SequenceModel,
+    stage2: SequenceModel,
+    reader: SequenceModel,
+    condenser: CondenserConfig,
+    reader_config: ReaderConfig,
+    depth: int = DEFAULT_DEPTH,
+    k: int | None = None,
+    hops: int | None = None,
+    on_hop: Callable[[int, int], None] | None = None,
+    single_hop: bool = False,
+) -> list[list[Verdict]]:
+    """:func:`verify_claims` once per stage-2 threshold (``condenser.stage2_threshold`` is not
+    read), as one list of verdicts per threshold, in order. What the runs have in common is done
+    once: a claim whose context is the same under several thresholds (at hop 1 it is always
+    empty) is retrieved, condensed and scored once, and only the keep rule differs; the reader
+    reads the same claim and final facts once. ``on_hop(hop, n)`` counts claim × threshold runs."""
     budget = {c.uid: hops or c.num_hops for c in claims}
     per_hop = {c.uid: passages_per_hop(depth, budget[c.uid], k) for c in claims}
     if single_hop:
         per_hop = {uid: n * budget[uid] for uid, n in per_hop.items()}
         budget = dict.fromkeys(budget, 1)
-    context: dict[str, list[tuple[Sentence, float]]] = {c.uid: [] for c in claims}
-    pool: dict[str, dict[int, None]] = {c.uid: {} for c in claims}
-    traces: dict[str, list[HopTrace]] = {c.uid: [] for c in claims}
+    runs = [(c, t) for t in range(len(thresholds)) for c in claims]  # (claim, threshold index)
+    context: list[list[tuple[Sentence, float]]] = [[] for _ in runs]
+    pool: list[dict[int, None]] = [{} for _ in runs]
+    traces: list[list[HopTrace]] = [[] for _ in runs]
     for hop in range(1, max(budget.values(), default=0) + 1):
-        active = [c for c in claims if budget[c.uid] >= hop]
-        facts = {c.uid: [s for s, _ in context[c.uid]] for c in active}
+        active = [r for r, (c, _) in enumerate(runs) if budget[c.uid] >= hop]
+        shared = _distinct_queries(runs, context, active)
+        queries = list(shared.values())
+        claims_of = [runs[r][0] for r in queries]
+        facts = [[s for s, _ in context[r]] for r in queries]
         rankings = retriever.rank_batch(
-            [c.claim for c in active], [[s.fact for s in facts[c.uid]] for c in active], [max(depth, per_hop[c.uid]) for c in active], [set() for _ in active]
+            [c.claim for c in claims_of], [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of], [set() for _ in queries]
         )
-        read = [read_at_hop(ranking, facts[c.uid], per_hop[c.uid]) for c, ranking in zip(active, rankings, strict=True)]
+        read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims_of, facts, rankings, strict=True)]
         texts = passages_of({pid for r in read for pid, _ in r})
         passages = [[texts[pid] for pid, _ in r if pid in texts] for r in read]
-        condensed = condense_hop(stage1, stage2, [c.claim for c in active], [facts[c.uid] for c in active], passages, condenser)
-        for c, ranking, r, result in zip(active, rankings, read, condensed, strict=True):
+        condensed = condense_hop(stage1, stage2, [c.claim for c in claims_of], facts, passages, condenser)
+        query_of = {key: q for q, key in enumerate(shared)}
+        for r in active:
+            (c, t), q = runs[r], query_of[_query_key(runs, context, r)]
+            result = condensed[q]
+            kept = kept_facts(result.candidates, result.scores, condenser.max_kept, condenser.min_kept, thresholds[t])
             limit = depth if hop == budget[c.uid] else per_hop[c.uid] * hop
-            added = grow_pool(pool[c.uid], ranking, limit)
+            added = grow_pool(pool[r], rankings[q], limit)
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
-            known = {s.key for s in facts[c.uid]}
+            known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            traces[c.uid].append(HopTrace(hop, list(r), new, result.kept, added, list(zip(result.candidates, result.scores, strict=True))))
-            context[c.uid] = result.kept
+            traces[r].append(HopTrace(hop, list(read[q]), new, kept, added, list(zip(result.candidates, result.scores, strict=True))))
+        for r in active:
+            context[r] = traces[r][-1].kept
         if on_hop is not None:
             on_hop(hop, len(active))
-    probs = read_verdicts(reader, [c.claim for c in claims], [[s.fact for s, _ in context[c.uid]] for c in claims], reader_config)
-    return [Verdict(c.uid, p, context[c.uid], traces[c.uid]) for c, p in zip(claims, probs, strict=True)]
+    finals = _distinct_queries(runs, context, range(len(runs)))
+    probs = read_verdicts(reader, [runs[r][0].claim for r in finals.values()], [[s.fact for s, _ in context[r]] for r in finals.values()], reader_config)
+    prob_of = dict(zip(finals, probs, strict=True))
+    verdicts = [Verdict(c.uid, prob_of[_query_key(runs, context, r)], context[r], traces[r]) for r, (c, _) in enumerate(runs)]
+    return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
+
+
+def _query_key(runs: Sequence[tuple[ClaimInput, int]], context: Sequence[Sequence[tuple[Sentence, float]]], r: int) -> tuple:
+    """What a run's next step depends on: its claim and its context facts, in order."""
+    return (runs[r][0].uid, tuple(s.key for s, _ in context[r]))
+
+
+def _distinct_queries(runs, context, indices) -> dict[tuple, int]:
+    """The first run of each distinct (claim, context), by key, in run order."""
+    first: dict[tuple, int] = {}
+    for r in indices:
+        first.setdefault(_query_key(runs, context, r), r)
+    return first

@@ -25,7 +25,7 @@ from prefect.context import FlowRunContext
 
 from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import SYSTEMS, BaleenConfig
-from baleen_core.engine import ClaimInput, Verdict, verify_claims
+from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
@@ -117,6 +117,61 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
     return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), pa.Table.from_pylist(traces, schema=HOP_TRACES.schema)
 
 
+def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig, uids: Sequence[str] | None) -> tuple[str, dict, dict, str]:
+    """(producer, params, inputs, fingerprint) of one system's verification: of the evaluation
+    claims, or of exactly ``uids`` at the config's stage-2 threshold (a calibration run)."""
+    ev = config.evaluation
+    producer = eval_producer(system, config.condenser.stage2_threshold if uids is not None else None)
+    params = {
+        "system": system,
+        "uids": sorted(uids) if uids is not None else None,
+        "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
+        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
+        "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+        "search": config.search.model_dump(mode="json"),
+    }
+    inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
+    return producer, params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
+
+
+def run_engine(
+    store: ArtifactStore, system: str, rows: Sequence[dict], thresholds: Sequence[float], passages: ArtifactRef, sentences: ArtifactRef,
+    models: ModelRefs, config: BaleenConfig, label: str,
+) -> tuple[list[list[Verdict]], dict]:
+    """Verdicts of ``rows`` at each stage-2 threshold (one engine pass shares what they have in
+    common, :func:`verify_claims_at_thresholds`) and the pass's throughput."""
+    ev = config.evaluation
+    retriever = system_retriever(store, system, config, models, passages, sentences)
+    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
+    claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
+    hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
+    started = time.perf_counter()
+    with Progress(hop_work * len(thresholds), label, unit="claim-hop") as progress:
+        verdicts = verify_claims_at_thresholds(
+            claim_inputs, thresholds, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
+            config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
+        )
+    seconds = time.perf_counter() - started
+    device = str(retriever.flipr.device) if isinstance(retriever, FliprSearcher) else str(stage1.device)
+    stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) * len(thresholds) / max(seconds, 1e-9), 3), "device": device}
+    if len(thresholds) > 1:
+        stats["thresholds"] = len(thresholds)
+    run_logger().info("%s: %d claims × %d threshold(s) in %.1f s (%.2f claims/s on %s)", system, len(rows), len(thresholds), seconds, stats["claims_per_second"], device)
+    return verdicts, stats
+
+
+def publish_verdicts(store: ArtifactStore, system: str, verdicts: Sequence[Verdict], stats: dict, **meta) -> dict[str, ArtifactRef]:
+    """``predictions`` and ``hop_traces`` of one system's verdicts (throughput in their manifests)."""
+    predictions, traces = verdict_tables(system, verdicts)
+    with store.writer("predictions", **meta, flow_run=flow_run_info()) as writer:
+        writer.write(predictions)
+        writer.stats = stats
+    with store.writer("hop_traces", **meta, flow_run=flow_run_info()) as traces_writer:
+        traces_writer.write(traces)
+        traces_writer.stats = stats
+    return {"predictions": writer.ref, "hop_traces": traces_writer.ref}
+
+
 @task(name="verify-claims", task_run_name="verify · {system}", tags=[GPU_TAG])
 def verify_split(
     store_root: str,
@@ -128,50 +183,50 @@ def verify_split(
     config: BaleenConfig,
     run_id: str,
     force: bool = False,
-    uids: list[str] | None = None,
 ) -> dict[str, ArtifactRef]:
-    """Run the engine for ``system`` on the evaluation claims, or on exactly ``uids`` (a
-    calibration run, published under its own producer); publish ``predictions`` and
+    """Run the engine for ``system`` on the evaluation claims; publish ``predictions`` and
     ``hop_traces`` (throughput in their manifests)."""
-    logger, store, ev = run_logger(), ArtifactStore(store_root), config.evaluation
-    producer = eval_producer(system, config.condenser.stage2_threshold if uids is not None else None)
-    params = {
-        "system": system,
-        "uids": sorted(uids) if uids is not None else None,
-        "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
-        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
-        "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
-        "search": config.search.model_dump(mode="json"),
-    }
-    inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
-    fp = fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
+    store, ev = ArtifactStore(store_root), config.evaluation
+    producer, params, inputs, fp = verify_identity(system, claims, passages, models, config, None)
     if not force and (reused := store.find_outputs(["predictions", "hop_traces"], producer, fp)):
-        logger.info("%s already verified these claims: reusing run %s", system, reused["predictions"].manifest.run_id)
+        run_logger().info("%s already verified these claims: reusing run %s", system, reused["predictions"].manifest.run_id)
         return reused
-    rows = evaluation_claims(store, claims, ev.split, ev.max_claims, uids)
-    retriever = system_retriever(store, system, config, models, passages, sentences)
-    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
-    claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
-    hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
-    started = time.perf_counter()
-    with Progress(hop_work, f"verify {len(rows)} {'held-out training' if uids is not None else ev.split} claims · {system}", unit="claim-hop") as progress:
-        verdicts = verify_claims(
-            claim_inputs, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
-            config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
-        )
-    seconds = time.perf_counter() - started
-    predictions, traces = verdict_tables(system, verdicts)
-    device = str(retriever.flipr.device) if isinstance(retriever, FliprSearcher) else str(stage1.device)
-    stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) / max(seconds, 1e-9), 3), "device": device}
-    meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info())
-    with store.writer("predictions", **meta) as writer:
-        writer.write(predictions)
-        writer.stats = stats
-    with store.writer("hop_traces", **meta) as traces_writer:
-        traces_writer.write(traces)
-        traces_writer.stats = stats
-    logger.info("%s: %d claims in %.1f s (%.2f claims/s on %s)", system, len(rows), seconds, stats["claims_per_second"], device)
-    return {"predictions": writer.ref, "hop_traces": traces_writer.ref}
+    rows = evaluation_claims(store, claims, ev.split, ev.max_claims)
+    verdicts, stats = run_engine(store, system, rows, [config.condenser.stage2_threshold], passages, sentences, models, config, f"verify {len(rows)} {ev.split} claims · {system}")
+    return publish_verdicts(store, system, verdicts[0], stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
+
+
+@task(name="verify-at-thresholds", tags=[GPU_TAG])
+def verify_at_thresholds(
+    store_root: str,
+    claims: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    models: dict[str, ArtifactRef],
+    config: BaleenConfig,
+    uids: list[str],
+    run_id: str,
+    force: bool = False,
+) -> list[dict[str, ArtifactRef]]:
+    """The full system on exactly ``uids`` (held-out training claims) at every stage-2 threshold
+    of ``evaluation.stage2_thresholds``, in one engine pass; each threshold's ``predictions`` and
+    ``hop_traces`` are published under its own producer (``calibrate-baleen-tT``) and reused
+    when those claims were verified at that threshold before."""
+    store = ArtifactStore(store_root)
+    configs = [config.with_stage2_threshold(t) for t in config.evaluation.stage2_thresholds]
+    identities = [verify_identity("baleen", claims, passages, models, c, uids) for c in configs]
+    found = [None if force else store.find_outputs(["predictions", "hop_traces"], producer, fp) for producer, _, _, fp in identities]
+    missing = [i for i, refs in enumerate(found) if refs is None]
+    if missing:
+        rows = evaluation_claims(store, claims, config.evaluation.split, None, uids)
+        thresholds = [configs[i].condenser.stage2_threshold for i in missing]
+        label = f"verify {len(rows)} held-out training claims · baleen · {len(thresholds)} stage-2 thresholds"
+        verdicts, stats = run_engine(store, "baleen", rows, thresholds, passages, sentences, models, config, label)
+        for i, threshold_verdicts in zip(missing, verdicts, strict=True):
+            producer, params, inputs, fp = identities[i]
+            found[i] = publish_verdicts(store, "baleen", threshold_verdicts, stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
+    run_logger().info("calibration runs: %d verified now, %d reused", len(missing), len(found) - len(missing))
+    return found
 
 
 def _in_flow(task_):
@@ -185,18 +240,19 @@ def calibrated_config(
     models: dict[str, ArtifactRef], config: BaleenConfig, run_id: str, force: bool = False,
 ) -> BaleenConfig:
     """``config`` with the stage-2 threshold chosen on held-out training claims: the full system
-    runs on them once per threshold of ``evaluation.stage2_thresholds`` (each run reused when its
-    inputs were verified before) and :func:`calibrate_stage2` keeps the best."""
+    runs on them at every threshold of ``evaluation.stage2_thresholds`` (one engine pass,
+    :func:`verify_at_thresholds`; each run reused when it was verified before) and
+    :func:`calibrate_stage2` keeps the best."""
     held = _in_flow(held_out_claims)(store_root, models["stage2"], config.evaluation.calibration_claims)
     if not held:  # a tiny training budget held out no claim and read them all: nothing to calibrate on
         run_logger().warning("no held-out training claims to calibrate on: keeping stage-2 threshold %g", config.condenser.stage2_threshold)
         return config
+    label = f"calibrate · baleen · {len(config.evaluation.stage2_thresholds)} stage-2 thresholds · {len(held)} held-out training claims"
+    verified = _in_flow(verify_at_thresholds.with_options(task_run_name=label))(store_root, claims, passages, sentences, models, config, held, run_id, force)
     runs = []
-    for threshold in config.evaluation.stage2_thresholds:
-        verify = _in_flow(verify_split.with_options(task_run_name=f"calibrate · baleen · threshold {threshold:g} · {len(held)} held-out training claims"))
-        verified = verify(store_root, "baleen", claims, passages, sentences, models, config.with_stage2_threshold(threshold), run_id, force, uids=held)
-        validate_artifact(store_root, "predictions", verified, config.gates)
-        runs.append((threshold, verified["predictions"]))
+    for threshold, refs in zip(config.evaluation.stage2_thresholds, verified, strict=True):
+        validate_artifact(store_root, "predictions", refs, config.gates)
+        runs.append((threshold, refs["predictions"]))
     chosen = _in_flow(calibrate_stage2)(store_root, runs, gold_facts)
     return config.with_stage2_threshold(chosen["threshold"])
 

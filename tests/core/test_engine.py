@@ -6,7 +6,7 @@ import pytest
 
 from baleen_core.condensing import SequenceModel, read_verdicts
 from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
-from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims
+from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
 from baleen_core.retrieval.bm25 import Bm25Retriever
 from helpers import passage
 
@@ -111,3 +111,41 @@ def test_single_hop_reads_the_whole_budget_once(models):
     assert [len(v.hops) for v in verdicts] == [1, 1]
     assert [len(v.hops[0].retrieved) for v in verdicts] == [6, 6]  # (6 // H) × H
     assert all(len(v.facts) == CONDENSER.max_kept for v in verdicts)
+
+
+class CountingRetriever(Bm25Retriever):
+    """BM25 that records the (claim, context) queries of every batch (hop) it ranks."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.batches: list[list[tuple[str, tuple[str, ...]]]] = []
+
+    def rank_batch(self, claims, contexts, depths, excludes):
+        self.batches.append([(c, tuple(ctx)) for c, ctx in zip(claims, contexts, strict=True)])
+        return super().rank_batch(claims, contexts, depths, excludes)
+
+
+def test_several_thresholds_in_one_pass_equal_separate_runs_and_share_their_common_hops(models):
+    by_pid = {p.pid: p for p in WORLD}
+    texts = [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD]
+    thresholds = [100.0, -100.0, 0.0]  # keep min_kept, keep max_kept, whatever the untrained scores give
+    retriever = CountingRetriever([p.pid for p in WORLD], texts)
+    seen: list[tuple[int, int]] = []
+    together = verify_claims_at_thresholds(
+        CLAIMS, thresholds, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models, CONDENSER, ReaderConfig(device="cpu"),
+        depth=6, on_hop=lambda hop, n: seen.append((hop, n)),
+    )
+    assert seen == [(1, 6), (2, 6), (3, 3)]  # claim × threshold runs
+    for threshold, verdicts in zip(thresholds, together, strict=True):
+        alone, _ = run(models, CLAIMS, condenser=CONDENSER.model_copy(update={"stage2_threshold": threshold}), depth=6)
+        for v, w in zip(verdicts, alone, strict=True):
+            assert v.uid == w.uid and [s.key for s, _ in v.facts] == [s.key for s, _ in w.facts]
+            assert v.prob_supported == pytest.approx(w.prob_supported, abs=1e-5)
+            assert v.pool == w.pool
+            assert [(h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in v.hops] == [
+                (h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in w.hops
+            ]
+    assert [len(v.facts) for v in together[0]] == [1, 1] and [len(v.facts) for v in together[1]] == [2, 2]  # the thresholds did differ
+    # hop 1 (no context) was ranked once per claim, not once per threshold; no hop asked twice
+    assert len(retriever.batches[0]) == len(CLAIMS)
+    assert all(len(batch) == len(set(batch)) for batch in retriever.batches)
