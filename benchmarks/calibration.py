@@ -55,7 +55,7 @@ def main() -> None:
     passages = passages_for_claims(store, claims, None)
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     models = trained_models(store, None, passages, claims)
-    held = held_out_claims(str(store.root), models["stage2"], config.evaluation.calibration_claims)
+    held = held_out_claims.fn(str(store.root), models["stage2"], config.evaluation.calibration_claims)
     rows = evaluation_claims(store, claims, config.evaluation.split, None, held)
     thresholds = list(config.evaluation.stage2_thresholds)
 
