@@ -27,6 +27,7 @@ from baleen_core.training.condenser_trainer import (
     reader_examples,
     stage1_examples,
     stage2_examples,
+    stage2_ranked_hops,
     train_reader,
     train_stage1,
     train_stage2,
@@ -206,7 +207,8 @@ def train_condenser_stage2(
         return reused
     hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     first = SequenceModel.load("stage1", stage1.path, condenser.device)
-    examples = stage2_examples(first, hops, condenser, config)
+    with Progress(stage2_ranked_hops(hops, config), f"Condenser stage 2, round-{round_number} labels: stage-1 candidates", unit="hop") as progress:
+        examples = stage2_examples(first, hops, condenser, config, on_ranked=progress.update)
     del first
     golds = sum(sum(e.gold) for e in examples)
     model = SequenceModel.condenser_to_train("stage2", condenser, config.seed)

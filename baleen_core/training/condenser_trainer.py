@@ -114,7 +114,13 @@ def stage1_loss(model: SequenceModel, batch: Sequence[Stage1Example], condenser:
 
 
 # ---- stage 2 ----------------------------------------------------------------------------------
-def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, config: Stage2TrainingConfig) -> list[Stage2Example]:
+def stage2_examples(
+    stage1: SequenceModel,
+    hops: Sequence[LabelledHop],
+    condenser: CondenserConfig,
+    config: Stage2TrainingConfig,
+    on_ranked: Callable[[int], None] | None = None,
+) -> list[Stage2Example]:
     """Run the trained stage 1 over each hop's passages and label what stage 2 would read, as the
     engine builds it: the context first, then the best new facts, ``top_facts`` together.
 
@@ -122,11 +128,15 @@ def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condense
     *own* earlier picks (``own``): at hop h, the first ``max_kept`` of what stage 2 read at hop
     h − 1, gold or not, as an untrained stage 2 would pass them on. Stage 2 must then learn to drop
     a wrong context fact, as it must in the engine. ``both`` (default) gives each hop after the
-    first one example of each."""
+    first one example of each.
+
+    Ranking is the slow part on a CPU (stage 1 reads every sentence of 1 + ``negative_passages``
+    passages per hop), so it goes in chunks and ``on_ranked(n)`` hears of each chunk's hops: they
+    add up to :func:`stage2_ranked_hops`."""
     examples: list[Stage2Example] = []
     ranked_with_gold: dict[tuple[str, int], list] = {}
     if config.context in ("gold", "both"):
-        ranked = condense_stage1(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser)
+        ranked = _rank_in_chunks(stage1, [h.stage1_query(config.negative_passages) for h in hops], condenser, on_ranked)
         for i, (hop, r) in enumerate(zip(hops, ranked, strict=True)):
             ranked_with_gold[(hop.uid, hop.hop)] = r
             examples.append(_stage2_example(hop, stage2_candidates(hop.context, r, condenser.top_facts), config.seed * 1_000_003 + i))
@@ -135,16 +145,47 @@ def stage2_examples(stage1: SequenceModel, hops: Sequence[LabelledHop], condense
         own: dict[str, tuple[Sentence, ...]] = dict.fromkeys(by_claim, ())
         for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
             now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
-            if h == 1 and ranked_with_gold and not any(hop.context for hop in now):  # both contexts empty: stage 1 already ranked this
+            if _gold_ranking_serves(h, now, config):
                 ranked = [ranked_with_gold[(hop.uid, hop.hop)] for hop in now]
             else:
-                ranked = condense_stage1(stage1, [hop.stage1_query(config.negative_passages, own[hop.uid]) for hop in now], condenser)
+                ranked = _rank_in_chunks(stage1, [hop.stage1_query(config.negative_passages, own[hop.uid]) for hop in now], condenser, on_ranked)
             for i, (hop, r) in enumerate(zip(now, ranked, strict=True)):
                 candidates = stage2_candidates(own[hop.uid], r, condenser.top_facts)
                 if h > 1 or config.context == "own":  # hop 1 has no context: the gold-context example already covers it
                     examples.append(_stage2_example(hop, list(candidates), config.seed * 1_000_003 + 500_009 * h + i))
                 own[hop.uid] = tuple(candidates[: condenser.max_kept])
     return examples
+
+
+def stage2_ranked_hops(hops: Sequence[LabelledHop], config: Stage2TrainingConfig) -> int:
+    """How many hop queries :func:`stage2_examples` ranks with stage 1 (for its progress total)."""
+    total = len(hops) if config.context in ("gold", "both") else 0
+    if config.context in ("own", "both"):
+        by_claim = _hops_by_claim(hops)
+        for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
+            now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
+            total += 0 if _gold_ranking_serves(h, now, config) else len(now)
+    return total
+
+
+def _gold_ranking_serves(h: int, now: Sequence[LabelledHop], config: Stage2TrainingConfig) -> bool:
+    """At hop 1 with ``both``, the own-context queries equal the gold-context ones (no context
+    yet), which stage 1 has already ranked."""
+    return h == 1 and config.context == "both" and not any(hop.context for hop in now)
+
+
+#: Hop queries stage 1 ranks at a time while stage 2's examples are built (a progress tick each).
+_RANKING_CHUNK = 64
+
+
+def _rank_in_chunks(stage1: SequenceModel, queries: Sequence[Stage1Query], condenser: CondenserConfig, on_ranked: Callable[[int], None] | None) -> list:
+    ranked: list = []
+    for start in range(0, len(queries), _RANKING_CHUNK):
+        chunk = queries[start : start + _RANKING_CHUNK]
+        ranked.extend(condense_stage1(stage1, chunk, condenser))
+        if on_ranked is not None:
+            on_ranked(len(chunk))
+    return ranked
 
 
 def _stage2_example(hop: LabelledHop, candidates: list[Sentence], seed: int) -> Stage2Example:

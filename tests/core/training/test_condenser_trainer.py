@@ -19,6 +19,7 @@ from baleen_core.training.condenser_trainer import (
     reader_examples,
     stage1_examples,
     stage2_examples,
+    stage2_ranked_hops,
     train_reader,
     train_stage1,
     train_stage2,
@@ -72,6 +73,21 @@ def test_stage2_examples_read_the_gold_or_the_claims_own_earlier_picks_as_the_en
     carried = [f for f in u1_hop2_own.facts if f in hop1_facts]
     assert len(carried) == 2
     assert all(g == (f == "Gold1 | The key fact is here." or f == "Gold2 | The key fact is here.") for f, g in zip(u1_hop2_own.facts, u1_hop2_own.gold, strict=True))
+
+
+@pytest.mark.parametrize("context", ["gold", "own", "both"])
+def test_stage2_examples_report_ranking_progress_in_chunks_without_changing_the_examples(monkeypatch, context):
+    stage1 = SequenceModel.load("stage1", default_backbone(), "cpu")
+    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1), hop("u3", 1), hop("u3", 2)]
+    condenser, config = CondenserConfig(device="cpu", top_facts=4, max_kept=2), Stage2TrainingConfig(negative_passages=1, context=context)
+    whole = stage2_examples(stage1, hops, condenser, config)
+    monkeypatch.setattr("baleen_core.training.condenser_trainer._RANKING_CHUNK", 2)
+    ticks: list[int] = []
+    chunked = stage2_examples(stage1, hops, condenser, config, on_ranked=ticks.append)
+    assert chunked == whole
+    # gold: every hop once; own: every hop once; both: both, less hop 1's own queries (the gold ones serve)
+    assert sum(ticks) == stage2_ranked_hops(hops, config) == {"gold": 5, "own": 5, "both": 7}[context]
+    assert max(ticks) == 2 and len(ticks) == {"gold": 3, "own": 3, "both": 4}[context]
 
 
 def test_reader_examples_pair_condensed_and_gold_facts_per_claim():
