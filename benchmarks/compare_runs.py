@@ -1,0 +1,60 @@
+"""One system as trained by two or more training benchmark runs, compared paired on the same claims.
+
+Run ``benchmarks/training.py`` then ``benchmarks/evaluation.py`` once per setting, each with its own
+``--work`` on the same pack (from ``benchmarks/held_out_pack.py``, so that its dev claims are
+held-out *training* claims), then this: the newest ``claim_metrics`` of ``--system`` in each run's
+store, the metrics of each with bootstrap intervals, and the first run minus each other one on the
+claims both verified. That is where a training setting is chosen; dev is never read.
+
+    python benchmarks/compare_runs.py --run NEW DIR_NEW --run OLD DIR_OLD [--system baleen]
+        --out benchmarks/results/NAME.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory (the first is compared with each other one)")
+    parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
+    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    runs = [(name, Path(work)) for name, work in args.run]
+    if len(runs) < 2 or len({name for name, _ in runs}) < len(runs):
+        sys.exit("give at least two --run NAME WORK with distinct names")
+    for _, work in runs:
+        if not (work / "training.yaml").is_file():
+            sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
+    os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
+    from baleen_core.results import results_document, results_table
+    from baleen_storage import ArtifactStore
+
+    rows, budgets = {}, {}
+    for name, work in runs:
+        store = ArtifactStore(work / "store")
+        if not store.refs("claim_metrics", f"eval-{args.system}"):
+            sys.exit(f"{work} holds no evaluation of {args.system}: run benchmarks/evaluation.py --work {work} first")
+        rows[name] = store.read_table(store.latest("claim_metrics", f"eval-{args.system}")).to_pylist()
+        wall = work / "training-wall.json"
+        budgets[name] = {
+            "training": (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
+            "training_wall": json.loads(wall.read_text()) if wall.is_file() else None,
+        }
+    document = results_document(rows, {}, args.split, None, budgets={"system": args.system, "runs": budgets}, main=runs[0][0])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))
+    print(f"\nwritten: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
