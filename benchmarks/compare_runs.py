@@ -8,6 +8,9 @@ claims both verified. That is where a training setting is chosen; dev is never r
 
     python benchmarks/compare_runs.py --run NEW DIR_NEW --run OLD DIR_OLD [--system baleen]
         --out benchmarks/results/NAME.json
+
+A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
+two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models).
 """
 
 from __future__ import annotations
@@ -28,22 +31,26 @@ def main() -> None:
     parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    runs = [(name, Path(work)) for name, work in args.run]
-    if len(runs) < 2 or len({name for name, _ in runs}) < len(runs):
+    runs = [(name, Path(work.partition("@")[0]), work.partition("@")[2] or None) for name, work in args.run]
+    if len(runs) < 2 or len({name for name, _, _ in runs}) < len(runs):
         sys.exit("give at least two --run NAME WORK with distinct names")
-    for _, work in runs:
+    for _, work, _ in runs:
         if not (work / "training.yaml").is_file():
             sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
     from baleen_core.results import results_document, results_table
-    from baleen_storage import ArtifactStore
+    from baleen_storage import ArtifactStore, StoreError
 
     rows, budgets = {}, {}
-    for name, work in runs:
-        store = ArtifactStore(work / "store")
-        if not store.refs("claim_metrics", f"eval-{args.system}"):
+    for name, work, run_id in runs:
+        store, producer = ArtifactStore(work / "store"), f"eval-{args.system}"
+        if not store.refs("claim_metrics", producer):
             sys.exit(f"{work} holds no evaluation of {args.system}: run benchmarks/evaluation.py --work {work} first")
-        rows[name] = store.read_table(store.latest("claim_metrics", f"eval-{args.system}")).to_pylist()
+        try:
+            ref = store.get("claim_metrics", run_id, producer) if run_id else store.latest("claim_metrics", producer)
+        except StoreError as err:
+            sys.exit(f"{work}: {err}")
+        rows[name] = store.read_table(ref).to_pylist()
         wall = work / "training-wall.json"
         budgets[name] = {
             "training": (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),

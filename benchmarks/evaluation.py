@@ -17,6 +17,7 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
+        [--fusion none|bm25]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
+    parser.add_argument("--fusion", choices=["none", "bm25"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
@@ -67,6 +69,8 @@ def main() -> None:
         evaluation["systems"] = args.systems.split(",")
     if args.max_claims:
         evaluation["max_claims"] = args.max_claims
+    if args.fusion:
+        settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
 
     started = time.perf_counter()
@@ -85,6 +89,7 @@ def main() -> None:
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
     budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
+               "search": config.search.model_dump(mode="json"),
                "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}

@@ -100,6 +100,7 @@ from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
+from baleen_core.retrieval.fusion import FusedRetriever  # noqa: E402
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec  # noqa: E402
 from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
@@ -355,6 +356,12 @@ def build_index(flipr: Flipr, corpus: Corpus, config: IndexConfig) -> tuple[Flip
 
 def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig) -> FliprSearcher:
     return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device)
+
+
+def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):
+    """A FLIPR system's retriever: FLIPR, fused with BM25 when ``search.fusion`` says so (tasks/evaluation.py)."""
+    flipr_searcher = searcher(flipr, index, config)
+    return FusedRetriever([flipr_searcher, bm25]) if config.search.fusion == "bm25" else flipr_searcher
 
 
 # ---- training: the training flow in memory -------------------------------------------------
@@ -652,7 +659,7 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     hops = [(h.uid, h.positive_pid) for h in trained.condenser_labels]
     held = calibration_claims(hops, cfg2.max_examples, cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
     if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
-        retriever, runs, seconds = searcher(trained.flipr, trained.index, config), [], 0.0
+        retriever, runs, seconds = flipr_system_retriever(trained.flipr, trained.index, config, bm25), [], 0.0
         for threshold in config.evaluation.stage2_thresholds:
             verdicts, speed = run_engine("baleen", retriever, trained, config.with_stage2_threshold(threshold), claims, corpus, held)
             runs.append((threshold, verdicts))
@@ -661,10 +668,10 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
         config = config.with_stage2_threshold(engine["calibration"]["threshold"])
         log(f"stage-2 threshold: {engine['calibration']}")
     retrievers = {
-        "baleen": lambda: searcher(trained.flipr, trained.index, config),
-        "single-hop": lambda: searcher(trained.flipr, trained.index, config),
+        "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
+        "single-hop": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
         "bm25-multihop": lambda: bm25,
-        "untrained-flipr": lambda: searcher(*untrained, config),
+        "untrained-flipr": lambda: flipr_system_retriever(*untrained, config, bm25),
     }
     dev = claims.uids(config.evaluation.split, config.evaluation.max_claims)
     metric_rows, speeds = {}, {}

@@ -362,7 +362,7 @@ def explain(
     _use_store(store)
     from baleen_core.trace_html import render_claim_html
     from baleen_storage import StoreError
-    from baleen_tasks.evaluation import claim_trace, eval_producer, system_retriever
+    from baleen_tasks.evaluation import claim_trace, eval_producer, system_searcher
 
     cfg, db, models, passages, sentences = _evaluation_setup(config, system)
     try:
@@ -375,7 +375,7 @@ def explain(
     except StoreError as err:
         typer.echo(f"{err}; run `baleen evaluate` first", err=True)
         raise typer.Exit(2) from None
-    searcher = None if system == "bm25-multihop" else system_retriever(db, system, cfg, models, passages, sentences)
+    searcher = None if system == "bm25-multihop" else system_searcher(db, system, cfg, models)
     try:
         trace = claim_trace(db, system, uid, outputs, claims, gold_facts, passages, sentences, searcher)
     except KeyError as err:

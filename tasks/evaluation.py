@@ -29,6 +29,7 @@ from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
+from baleen_core.retrieval.fusion import FusedRetriever
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -71,14 +72,24 @@ SYSTEM_INDEXES = {
 TRAINED_INDEX = ("index", "run `baleen train` first")
 
 
-def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
-    """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``)."""
-    if system == "bm25-multihop":
-        return open_bm25(store, passages, sentences)
+def system_searcher(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs) -> FliprSearcher:
+    """The FLIPR searcher of a FLIPR system (every system but ``bm25-multihop``)."""
     kind, remedy = SYSTEM_INDEXES.get(system, TRAINED_INDEX)
     if kind not in models:
         raise StoreError(f"{system} needs the {kind.replace('_', ' ')} of these passages: {remedy}")
     searcher, _ = open_searcher(store, config.search, config.retriever.device, models[kind], full_interaction=system == "colbert-full")
+    return searcher
+
+
+def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
+    """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``): BM25, or the
+    system's FLIPR, fused with BM25 when ``search.fusion`` says so (every FLIPR system alike, so
+    that the ablations still isolate what they name)."""
+    if system == "bm25-multihop":
+        return open_bm25(store, passages, sentences)
+    searcher = system_searcher(store, system, config, models)
+    if config.search.fusion == "bm25":
+        return FusedRetriever([searcher, open_bm25(store, passages, sentences)])
     return searcher
 
 
@@ -128,8 +139,9 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
         "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
-        "search": config.search.model_dump(mode="json"),
     }
+    if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
+        params["search"] = config.search.model_dump(mode="json")
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
     return producer, params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 
@@ -152,7 +164,8 @@ def run_engine(
             config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
         )
     seconds = time.perf_counter() - started
-    device = str(retriever.flipr.device) if isinstance(retriever, FliprSearcher) else str(stage1.device)
+    flipr = getattr(retriever, "flipr", None)  # FLIPR alone or fused; BM25 has none
+    device = str(flipr.device) if flipr is not None else str(stage1.device)
     stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) * len(thresholds) / max(seconds, 1e-9), 3), "device": device}
     if len(thresholds) > 1:
         stats["thresholds"] = len(thresholds)
@@ -664,7 +677,7 @@ def evaluation_report(
     if ev.worst_claims:
         searcher = None
         if main != "bm25-multihop":
-            searcher = system_retriever(store, main, config, models, passages, sentences)
+            searcher = system_searcher(store, main, config, models)
         for uid in worst_claims(metric_rows[main], ev.worst_claims):
             trace = claim_trace(store, main, uid, outputs[main], claims, gold_facts, passages, sentences, searcher)
             traces.append((trace, store.write_report(run_id, f"evaluation/traces/{main}-{uid}.html", render_claim_html(trace))))
@@ -673,6 +686,8 @@ def evaluation_report(
     comparisons += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
     table = markdown_table(summary, throughput) + comparisons
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
+    if config.search.fusion == "bm25":
+        systems += "\n\nEvery FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`)."
     title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, stage-2 threshold {config.condenser.stage2_threshold})\n\n{systems}\n\n"
     report = store.write_report(run_id, "evaluation/report.md", report_markdown(f"{title}{table}\n", plot_files(paths), trace_files(traces), main))
     publish_table(

@@ -171,3 +171,36 @@ def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, 
     result = CliRunner().invoke(app, ["explain", claim["uid"], "--config", config])  # no -o: under the evaluation's reports
     run = refs["evaluation/baleen/predictions"].manifest.run_id
     assert result.exit_code == 0 and (store.root / "reports" / run / "explain" / f"baleen-{claim['uid']}.html").is_file(), result.output
+
+
+def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
+    """``search.fusion: bm25``: the full system's hop 1 reads the reciprocal rank fusion of the
+    trained FLIPR's and BM25's rankings of the claim; BM25 multi-hop's identity ignores it."""
+    from baleen_core.config import BaleenConfig
+    from baleen_core.retrieval.fusion import FusedRetriever, reciprocal_rank_fusion
+    from baleen_flows.evaluation import trained_models
+    from baleen_storage.indexes import index_passages_ref, open_bm25
+    from baleen_tasks.evaluation import evaluation_claims, run_engine, system_retriever, system_searcher, verify_identity
+
+    store, config, _ = evaluated_world
+    plain = BaleenConfig.load(config)
+    fused = plain.model_copy(update={"search": plain.search.model_copy(update={"fusion": "bm25"})})
+    models = trained_models(store)
+    passages, sentences = index_passages_ref(store, models["index"])
+    claims = store.latest("claims", "claims")
+    rows = evaluation_claims(store, claims, "dev", 4)
+
+    assert isinstance(system_retriever(store, "baleen", fused, models, passages, sentences), FusedRetriever)
+    assert not isinstance(system_retriever(store, "baleen", plain, models, passages, sentences), FusedRetriever)
+    identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg, None)[3]  # noqa: E731
+    assert identity("bm25-multihop", fused) == identity("bm25-multihop", plain)
+    assert identity("baleen", fused) != identity("baleen", plain)
+
+    (verdicts,), _ = run_engine(store, "baleen", rows, [fused.condenser.stage2_threshold], passages, sentences, models, fused, "fused")
+    flipr, bm25 = system_searcher(store, "baleen", fused, models), open_bm25(store, passages, sentences)
+    depth = fused.evaluation.depth
+    for row, verdict in zip(rows, verdicts, strict=True):
+        expected = reciprocal_rank_fusion([flipr.rank(row["claim"], [], depth, set()), bm25.rank(row["claim"], [], depth, set())], depth)
+        first = verdict.hops[0].retrieved
+        assert len(first) == depth // row["num_hops"] and [pid for pid, _ in first] == [pid for pid, _ in expected[: len(first)]]
+        assert [score for _, score in first] == pytest.approx([score for _, score in expected[: len(first)]])

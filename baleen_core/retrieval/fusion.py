@@ -1,0 +1,66 @@
+"""Hybrid retrieval: FLIPR's ranking fused with BM25's by reciprocal rank fusion.
+
+Not in the reference: Baleen retrieves with FLIPR alone. On this project's CPU budget (MiniLM-L6,
+about a thousand training claims) FLIPR finds the whole chain as often as BM25 once the context
+holds the bridge, but from the claim alone it retrieves much less: the first hop of a long chain
+is where BM25's exact rare-word matches win (``docs/benchmarks.md``, "Label rounds and FLIPR
+epochs"). Fusing the two rankings of the same hop query lets each cover the other's misses.
+
+Reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009): a passage's fused score is
+``sum over rankings of 1 / (k + rank)``, rank counted from 1, a ranking that does not list the
+passage adding nothing. ``k = 60`` is the paper's constant, not tuned here. Ranks, not scores,
+are fused, so FLIPR's MaxSim sums and BM25's scores need no common scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Protocol
+
+#: Reciprocal rank fusion's constant, as Cormack et al. (2009) set it.
+RRF_K = 60
+
+
+class HopRanker(Protocol):
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]]
+    ) -> list[list[tuple[int, float]]]: ...
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], depth: int, k: int = RRF_K) -> list[tuple[int, float]]:
+    """The best ``depth`` passages of the fused rankings as (pid, fused score), best first; ties
+    go to the passage ranked best in any one ranking, then to the lower pid (deterministic)."""
+    if k < 0:
+        raise ValueError(f"reciprocal rank fusion needs k >= 0, got {k}")
+    fused: dict[int, float] = {}
+    best_rank: dict[int, int] = {}
+    for ranking in rankings:
+        for rank, (pid, _) in enumerate(ranking, start=1):
+            fused[pid] = fused.get(pid, 0.0) + 1.0 / (k + rank)
+            best_rank[pid] = min(best_rank.get(pid, rank), rank)
+    order = sorted(fused, key=lambda pid: (-fused[pid], best_rank[pid], pid))
+    return [(pid, fused[pid]) for pid in order[:depth]]
+
+
+class FusedRetriever:
+    """Ranks each hop query with every retriever, to the same depth, and fuses the rankings."""
+
+    def __init__(self, retrievers: Sequence[HopRanker], k: int = RRF_K) -> None:
+        if len(retrievers) < 2:
+            raise ValueError("fusion needs at least two retrievers")
+        self.retrievers = list(retrievers)
+        self.k = k
+
+    @property
+    def flipr(self):
+        """The first retriever's encoder, when it has one (where the engine runs, for reports)."""
+        return getattr(self.retrievers[0], "flipr", None)
+
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]]
+    ) -> list[list[tuple[int, float]]]:
+        each = [retriever.rank_batch(claims, contexts, depths, excludes) for retriever in self.retrievers]
+        return [reciprocal_rank_fusion([ranked[q] for ranked in each], depths[q], self.k) for q in range(len(claims))]
+
+    def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
+        return self.rank_batch([claim], [context], [depth], [exclude])[0]

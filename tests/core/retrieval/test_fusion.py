@@ -1,0 +1,86 @@
+"""Reciprocal rank fusion against hand-worked and brute-force scores; the fused retriever over real BM25s."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from baleen_core.retrieval.bm25 import Bm25Retriever
+from baleen_core.retrieval.fusion import RRF_K, FusedRetriever, reciprocal_rank_fusion
+
+
+def test_fusion_of_two_rankings_worked_by_hand():
+    flipr = [(1, 9.0), (2, 8.0), (3, 7.0)]
+    bm25 = [(3, 20.0), (4, 10.0)]
+    # 3: 1/63 + 1/61; 1: 1/61; 2 and 4: 1/62 each, both ranked 2nd at best, so the lower pid first
+    expected = [(3, 1 / 63 + 1 / 61), (1, 1 / 61), (2, 1 / 62), (4, 1 / 62)]
+    fused = reciprocal_rank_fusion([flipr, bm25], depth=10)
+    assert [pid for pid, _ in fused] == [pid for pid, _ in expected]
+    assert [score for _, score in fused] == pytest.approx([score for _, score in expected])
+    assert reciprocal_rank_fusion([flipr, bm25], depth=2) == fused[:2]
+
+
+def test_fusion_ignores_the_retrievers_scores_and_breaks_ties_by_best_rank():
+    # pid 5 is 1st and 3rd, pid 6 is 2nd and 2nd: 1/61 + 1/63 > 2/62, then the scales play no part
+    a, b = [(5, 0.1), (6, 0.05), (7, 0.0)], [(8, 1e6), (6, 1e5), (5, 1e4)]
+    assert [pid for pid, _ in reciprocal_rank_fusion([a, b], depth=4)] == [5, 6, 8, 7]
+    # k = 0, equal sums of 1: 20 and 30 are 1st once, 10 is 2nd twice; best rank first, then pid
+    assert [pid for pid, _ in reciprocal_rank_fusion([[(20, 0), (10, 0)], [(30, 0), (10, 0)]], depth=3, k=0)] == [20, 30, 10]
+
+
+def test_fusion_matches_the_formula_on_random_rankings():
+    rng = random.Random(0)
+    for _ in range(50):
+        rankings = [[(pid, rng.random()) for pid in rng.sample(range(40), rng.randint(0, 25))] for _ in range(rng.randint(1, 3))]
+        k, depth = rng.choice([0, 1, RRF_K]), rng.randint(1, 45)
+        brute = {}
+        for ranking in rankings:
+            for position, (pid, _) in enumerate(ranking):
+                brute[pid] = brute.get(pid, 0.0) + 1.0 / (k + position + 1)
+        fused = reciprocal_rank_fusion(rankings, depth, k)
+        assert len(fused) == min(depth, len(brute))
+        assert {pid: score for pid, score in fused} == pytest.approx({pid: brute[pid] for pid, _ in fused})
+        best_left_out = max((brute[pid] for pid in brute.keys() - {pid for pid, _ in fused}), default=float("-inf"))
+        assert all(score >= best_left_out - 1e-12 for _, score in fused)
+        assert [score for _, score in fused] == sorted((score for _, score in fused), reverse=True)
+
+
+def test_fusion_rejects_a_negative_constant():
+    with pytest.raises(ValueError, match="k >= 0"):
+        reciprocal_rank_fusion([[(1, 0.0)]], depth=1, k=-1)
+
+
+TEXTS = [
+    "Harbour | The harbour of Marlow town is deep.",
+    "Marlow | Marlow is a town on the river Thames.",
+    "River | The river Thames flows through Marlow and London.",
+    "London | London is the capital of England.",
+    "Mountain | The mountain has snow.",
+    "Thames Barrier | The Thames Barrier protects London from the sea.",
+]
+
+
+def test_fused_retriever_fuses_each_querys_rankings_to_its_depth_and_honours_exclusions():
+    pids = [10, 11, 12, 13, 14, 15]
+    lucene, no_length_norm = Bm25Retriever(pids, TEXTS), Bm25Retriever(pids, TEXTS, k1=0.5, b=0.0)
+    fused = FusedRetriever([lucene, no_length_norm])
+    claims, contexts, depths, excludes = ["Marlow river", "capital of England"], [["The harbour is deep."], []], [4, 2], [{11}, set()]
+    got = fused.rank_batch(claims, contexts, depths, excludes)
+    for q in range(len(claims)):
+        each = [r.rank(claims[q], contexts[q], depths[q], excludes[q]) for r in (lucene, no_length_norm)]
+        assert got[q] == reciprocal_rank_fusion(each, depths[q])
+        assert len(got[q]) <= depths[q] and 11 not in {pid for pid, _ in got[q]}
+    assert got[1][0][0] == 13  # both rank London first
+    assert fused.rank(claims[0], contexts[0], depths[0], excludes[0]) == got[0]
+
+
+def test_fusing_a_retriever_with_itself_keeps_its_order():
+    bm25 = Bm25Retriever(list(range(len(TEXTS))), TEXTS)
+    alone = bm25.rank("river Thames London", [], 5, set())
+    assert [pid for pid, _ in FusedRetriever([bm25, bm25]).rank("river Thames London", [], 5, set())] == [pid for pid, _ in alone]
+
+
+def test_fusion_needs_two_retrievers():
+    with pytest.raises(ValueError, match="two retrievers"):
+        FusedRetriever([Bm25Retriever([1], [TEXTS[0]])])
