@@ -42,6 +42,7 @@ def main() -> None:
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
+    parser.add_argument("--split", default="dev", help="what the pack's dev claims are, for the results file (a pack from held_out_pack.py: 'held-out train')")
     parser.add_argument("--fusion", choices=["none", "bm25"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -93,7 +94,7 @@ def main() -> None:
                "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
-    document = results_document(metric_rows, speed, "dev", wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
+    document = results_document(metric_rows, speed, args.split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")
