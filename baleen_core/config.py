@@ -292,6 +292,11 @@ class CondenserConfig(_Strict):
     stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact is kept (0 = P > 0.5, as Baleen); the evaluation calibrates it on held-out training claims.")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpu_precision: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="The condensers' precision when the engine runs them on a CPU: 'bfloat16' autocasts (about 2x faster where the CPU "
+        "has native bf16, AVX512-BF16 or AMX; slower where it has not). On a GPU they always autocast to float16. Training is unaffected.",
+    )
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()

@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
     parser.add_argument("--split", default="dev", help="what the pack's dev claims are, for the results file (a pack from held_out_pack.py: 'held-out train')")
+    parser.add_argument("--condenser-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.cpu_precision (default: the training benchmark's)")
     parser.add_argument("--fusion", choices=["none", "bm25"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -70,6 +71,8 @@ def main() -> None:
         evaluation["systems"] = args.systems.split(",")
     if args.max_claims:
         evaluation["max_claims"] = args.max_claims
+    if args.condenser_cpu_precision:
+        settings["condenser"] = {**settings.get("condenser", {}), "cpu_precision": args.condenser_cpu_precision}
     if args.fusion:
         settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
@@ -91,7 +94,7 @@ def main() -> None:
     budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "search": config.search.model_dump(mode="json"),
-               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept"}),
+               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept", "cpu_precision"}),
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
     document = results_document(metric_rows, speed, args.split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)

@@ -335,6 +335,8 @@ def verify(
         typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {cfg.condenser.stage2_threshold:g}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
     stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.reader.device if kind == "reader" else cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
+    for condenser in (stage1, stage2):
+        condenser.use_cpu_precision(cfg.condenser.cpu_precision)
     texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731
     verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, depth=cfg.evaluation.depth, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
     titles = {pid: p.title for pid, p in texts({pid for h in verdict.hops for pid, _ in h.retrieved}).items()}

@@ -137,7 +137,10 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "system": system,
         "uids": sorted(uids) if uids is not None else None,
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
-        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}),
+        # float32 is how every run before the setting existed ran: those stay reusable
+        "condenser": config.condenser.model_dump(
+            mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | ({"cpu_precision"} if config.condenser.cpu_precision == "float32" else set())
+        ),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
@@ -155,6 +158,8 @@ def run_engine(
     ev = config.evaluation
     retriever = system_retriever(store, system, config, models, passages, sentences)
     stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
+    for condenser in (stage1, stage2):
+        condenser.use_cpu_precision(config.condenser.cpu_precision)
     claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
     hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
     started = time.perf_counter()

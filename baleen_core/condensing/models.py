@@ -153,6 +153,14 @@ class SequenceModel:
         self.special = SpecialIds(tokenizer)
         self.device = device
         self.source = source
+        self.cpu_autocast: torch.dtype | None = None  # see use_cpu_precision
+
+    def use_cpu_precision(self, precision: str) -> SequenceModel:
+        """Predict in ``precision`` ('float32' or 'bfloat16', by autocast) when on a CPU; returns self."""
+        if precision not in ("float32", "bfloat16"):
+            raise ValueError(f"unknown CPU precision {precision!r}; choose float32 or bfloat16")
+        self.cpu_autocast = torch.bfloat16 if precision == "bfloat16" else None
+        return self
 
     @classmethod
     def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: HeadScoring = "marker") -> SequenceModel:
@@ -223,7 +231,10 @@ class SequenceModel:
         """Per window, its logits (on CPU); batches are length-sorted so padding stays small."""
         order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
         results: list[torch.Tensor | None] = [None] * len(windows)
-        autocast = torch.autocast("cuda", dtype=torch.float16) if self.device.type == "cuda" else torch.autocast("cpu", enabled=False)
+        if self.device.type == "cuda":
+            autocast = torch.autocast("cuda", dtype=torch.float16)
+        else:
+            autocast = torch.autocast("cpu", dtype=self.cpu_autocast or torch.bfloat16, enabled=self.cpu_autocast is not None)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             with autocast:

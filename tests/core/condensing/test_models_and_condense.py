@@ -52,6 +52,21 @@ def test_stage1_scores_every_sentence_and_batching_changes_nothing(stage1, film)
     assert [s.score for s in alone[0]] == pytest.approx([s.score for s in ranked[1]], abs=1e-4)
 
 
+def test_bfloat16_cpu_inference_scores_close_to_float32_but_not_bit_for_bit(backbone, film):
+    other = passage(2, "Oren Vask", "Oren Vask is a Danish director.", "He was born in Aarhus.")
+    queries = [Stage1Query("Glass Harbour was directed by a Dane", (), (film, other))]
+    model = SequenceModel.load("stage1", backbone, "cpu", head_seed=1)
+    exact = {s.sentence.key: s.score for s in condense_stage1(model, queries, CONDENSER)[0]}
+    halved = {s.sentence.key: s.score for s in condense_stage1(model.use_cpu_precision("bfloat16"), queries, CONDENSER)[0]}
+    assert halved.keys() == exact.keys() and halved != exact  # autocast really ran
+    spread = max(exact.values()) - min(exact.values())
+    assert all(abs(halved[k] - exact[k]) <= 0.05 * spread for k in exact)
+    again = {s.sentence.key: s.score for s in condense_stage1(model.use_cpu_precision("float32"), queries, CONDENSER)[0]}
+    assert again == exact
+    with pytest.raises(ValueError, match="float32 or bfloat16"):
+        model.use_cpu_precision("float16")
+
+
 def test_stage2_candidates_are_the_context_then_the_best_new_facts_cut_to_top_facts_together():
     s = [Sentence(1, i, "T", f"s{i}") for i in range(12)]
     ranked = [ScoredSentence(x, float(-i)) for i, x in enumerate([s[0], s[5], s[6], s[7], s[8], s[9], s[10]])]
