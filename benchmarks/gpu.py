@@ -100,7 +100,7 @@ from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
-from baleen_core.retrieval.fusion import FusedRetriever  # noqa: E402
+from baleen_core.retrieval.fusion import hop_retriever  # noqa: E402
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec  # noqa: E402
 from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
@@ -359,9 +359,8 @@ def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig) -> FliprSear
 
 
 def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):
-    """A FLIPR system's retriever: FLIPR, fused with BM25 when ``search.fusion`` says so (tasks/evaluation.py)."""
-    flipr_searcher = searcher(flipr, index, config)
-    return FusedRetriever([flipr_searcher, bm25]) if config.search.fusion == "bm25" else flipr_searcher
+    """A FLIPR system's retriever under ``search.fusion`` (as tasks/evaluation.py)."""
+    return hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25)
 
 
 # ---- training: the training flow in memory -------------------------------------------------

@@ -318,10 +318,10 @@ def verify(
 ) -> None:
     """Verify one claim with the newest trained models and print the hop-by-hop trace."""
     _use_store(store)
-    from baleen_core.condensing import READER_LABELS, SequenceModel
+    from baleen_core.condensing import READER_LABELS
     from baleen_core.engine import ClaimInput, verify_claims
     from baleen_tasks.condensing import passages_by_pid
-    from baleen_tasks.evaluation import system_retriever
+    from baleen_tasks.evaluation import engine_models, system_retriever
 
     cfg, db, models, passages, sentences = _evaluation_setup(config, system)
     if cfg.evaluation.calibrate_stage2:
@@ -334,9 +334,7 @@ def verify(
         cfg = calibrated_config(str(db.root), claims, passages, sentences, gold_facts, models, cfg, new_run_id())
         typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {cfg.condenser.stage2_threshold:g}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
-    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, cfg.reader.device if kind == "reader" else cfg.condenser.device) for kind in ("stage1", "stage2", "reader"))
-    for condenser in (stage1, stage2):
-        condenser.use_cpu_precision(cfg.condenser.cpu_precision)
+    stage1, stage2, reader = engine_models(models, cfg)
     texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731
     verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, depth=cfg.evaluation.depth, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
     titles = {pid: p.title for pid, p in texts({pid for h in verdict.hops for pid, _ in h.retrieved}).items()}

@@ -29,7 +29,7 @@ from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
-from baleen_core.retrieval.fusion import FusedRetriever
+from baleen_core.retrieval.fusion import hop_retriever
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
@@ -87,10 +87,13 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
     that the ablations still isolate what they name)."""
     if system == "bm25-multihop":
         return open_bm25(store, passages, sentences)
-    searcher = system_searcher(store, system, config, models)
-    if config.search.fusion == "bm25":
-        return FusedRetriever([searcher, open_bm25(store, passages, sentences)])
-    return searcher
+    return hop_retriever(system_searcher(store, system, config, models), config.search.fusion, lambda: open_bm25(store, passages, sentences))
+
+
+def engine_models(models: ModelRefs, config: BaleenConfig) -> tuple[SequenceModel, SequenceModel, SequenceModel]:
+    """Stage 1, stage 2 and the reader as the engine runs them (the condensers at ``condenser.cpu_precision``)."""
+    stage1, stage2 = (SequenceModel.load(kind, models[kind].path, config.condenser.device).use_cpu_precision(config.condenser.cpu_precision) for kind in ("stage1", "stage2"))
+    return stage1, stage2, SequenceModel.load("reader", models["reader"].path, config.reader.device)
 
 
 def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
@@ -157,9 +160,7 @@ def run_engine(
     common, :func:`verify_claims_at_thresholds`) and the pass's throughput."""
     ev = config.evaluation
     retriever = system_retriever(store, system, config, models, passages, sentences)
-    stage1, stage2, reader = (SequenceModel.load(kind, models[kind].path, config.condenser.device if kind != "reader" else config.reader.device) for kind in ("stage1", "stage2", "reader"))
-    for condenser in (stage1, stage2):
-        condenser.use_cpu_precision(config.condenser.cpu_precision)
+    stage1, stage2, reader = engine_models(models, config)
     claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
     hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
     started = time.perf_counter()

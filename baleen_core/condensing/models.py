@@ -153,13 +153,13 @@ class SequenceModel:
         self.special = SpecialIds(tokenizer)
         self.device = device
         self.source = source
-        self.cpu_autocast: torch.dtype | None = None  # see use_cpu_precision
+        self.cpu_bfloat16 = False  # see use_cpu_precision
 
     def use_cpu_precision(self, precision: str) -> SequenceModel:
         """Predict in ``precision`` ('float32' or 'bfloat16', by autocast) when on a CPU; returns self."""
         if precision not in ("float32", "bfloat16"):
             raise ValueError(f"unknown CPU precision {precision!r}; choose float32 or bfloat16")
-        self.cpu_autocast = torch.bfloat16 if precision == "bfloat16" else None
+        self.cpu_bfloat16 = precision == "bfloat16"
         return self
 
     @classmethod
@@ -234,7 +234,7 @@ class SequenceModel:
         if self.device.type == "cuda":
             autocast = torch.autocast("cuda", dtype=torch.float16)
         else:
-            autocast = torch.autocast("cpu", dtype=self.cpu_autocast or torch.bfloat16, enabled=self.cpu_autocast is not None)
+            autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bfloat16)
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             with autocast:

@@ -14,17 +14,14 @@ are fused, so FLIPR's MaxSim sums and BM25's scores need no common scale.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the engine's protocol; retrieval does not depend on the engine at run time
+    from baleen_core.engine import Retriever
 
 #: Reciprocal rank fusion's constant, as Cormack et al. (2009) set it.
 RRF_K = 60
-
-
-class HopRanker(Protocol):
-    def rank_batch(
-        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]]
-    ) -> list[list[tuple[int, float]]]: ...
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], depth: int, k: int = RRF_K) -> list[tuple[int, float]]:
@@ -45,7 +42,7 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], dept
 class FusedRetriever:
     """Ranks each hop query with every retriever, to the same depth, and fuses the rankings."""
 
-    def __init__(self, retrievers: Sequence[HopRanker], k: int = RRF_K) -> None:
+    def __init__(self, retrievers: Sequence[Retriever], k: int = RRF_K) -> None:
         if len(retrievers) < 2:
             raise ValueError("fusion needs at least two retrievers")
         self.retrievers = list(retrievers)
@@ -64,3 +61,13 @@ class FusedRetriever:
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
         return self.rank_batch([claim], [context], [depth], [exclude])[0]
+
+
+def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever]) -> Retriever:
+    """A FLIPR system's retriever under ``search.fusion``: FLIPR alone ('none'), or fused with the
+    BM25 that ``bm25()`` opens ('bm25'; opened only then)."""
+    if fusion == "none":
+        return flipr
+    if fusion == "bm25":
+        return FusedRetriever([flipr, bm25()])
+    raise ValueError(f"unknown search.fusion {fusion!r}; choose none or bm25")

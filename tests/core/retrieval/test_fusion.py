@@ -7,7 +7,7 @@ import random
 import pytest
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.retrieval.fusion import RRF_K, FusedRetriever, reciprocal_rank_fusion
+from baleen_core.retrieval.fusion import RRF_K, FusedRetriever, hop_retriever, reciprocal_rank_fusion
 
 
 def test_fusion_of_two_rankings_worked_by_hand():
@@ -84,3 +84,13 @@ def test_fusing_a_retriever_with_itself_keeps_its_order():
 def test_fusion_needs_two_retrievers():
     with pytest.raises(ValueError, match="two retrievers"):
         FusedRetriever([Bm25Retriever([1], [TEXTS[0]])])
+
+
+def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
+    flipr, opened = Bm25Retriever(list(range(len(TEXTS))), TEXTS), []
+    bm25 = lambda: opened.append(1) or Bm25Retriever(list(range(len(TEXTS))), TEXTS, b=0.0)  # noqa: E731
+    assert hop_retriever(flipr, "none", bm25) is flipr and not opened
+    fused = hop_retriever(flipr, "bm25", bm25)
+    assert isinstance(fused, FusedRetriever) and fused.retrievers[0] is flipr and opened == [1]
+    with pytest.raises(ValueError, match="none or bm25"):
+        hop_retriever(flipr, "splade", bm25)
