@@ -269,6 +269,9 @@ class TrainingConfig(_Strict):
 CondenserScoring = Literal["marker", "similarity"]
 
 
+CpuPrecision = Literal["float32", "bfloat16"]
+
+
 class CondenserConfig(_Strict):
     """Both condenser stages and their input layouts (see ``baleen_core.condensing.layouts``)."""
 
@@ -292,11 +295,14 @@ class CondenserConfig(_Strict):
     stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact is kept (0 = P > 0.5, as Baleen); the evaluation calibrates it on held-out training claims.")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    cpu_precision: Literal["float32", "bfloat16"] = Field(
+    # per stage: stage 1 reads every sentence of every retrieved passage (most of the engine's time),
+    # stage 2 reads 9 facts and keeps those above a threshold, where small score shifts matter most
+    stage1_cpu_precision: CpuPrecision = Field(
         default="float32",
-        description="The condensers' precision when the engine runs them on a CPU: 'bfloat16' autocasts (about 2x faster where the CPU "
-        "has native bf16, AVX512-BF16 or AMX; slower where it has not). On a GPU they always autocast to float16. Training is unaffected.",
+        description="Stage 1's precision when the engine runs it on a CPU: 'bfloat16' autocasts (about 2x faster where the CPU has native "
+        "bf16, AVX512-BF16 or AMX; slower where it has not). On a GPU both stages always autocast to float16. Training is unaffected.",
     )
+    stage2_cpu_precision: CpuPrecision = Field(default="float32", description="Stage 2's precision when the engine runs it on a CPU (as stage1_cpu_precision).")
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()

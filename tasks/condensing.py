@@ -154,7 +154,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 
 
 def _layout(condenser: CondenserConfig) -> dict:
-    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", "cpu_precision"})
+    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", "stage1_cpu_precision", "stage2_cpu_precision"})
 
 
 @task(name="train-stage1", task_run_name="train-condenser-stage1 · round {round_number}", tags=[GPU_TAG])

@@ -91,8 +91,10 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
 
 
 def engine_models(models: ModelRefs, config: BaleenConfig) -> tuple[SequenceModel, SequenceModel, SequenceModel]:
-    """Stage 1, stage 2 and the reader as the engine runs them (the condensers at ``condenser.cpu_precision``)."""
-    stage1, stage2 = (SequenceModel.load(kind, models[kind].path, config.condenser.device).use_cpu_precision(config.condenser.cpu_precision) for kind in ("stage1", "stage2"))
+    """Stage 1, stage 2 and the reader as the engine runs them (the condensers at their configured CPU precision)."""
+    condenser = config.condenser
+    stage1 = SequenceModel.load("stage1", models["stage1"].path, condenser.device).use_cpu_precision(condenser.stage1_cpu_precision)
+    stage2 = SequenceModel.load("stage2", models["stage2"].path, condenser.device).use_cpu_precision(condenser.stage2_cpu_precision)
     return stage1, stage2, SequenceModel.load("reader", models["reader"].path, config.reader.device)
 
 
@@ -140,9 +142,10 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "system": system,
         "uids": sorted(uids) if uids is not None else None,
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
-        # float32 is how every run before the setting existed ran: those stay reusable
+        # float32 is how every run before the settings existed ran: those stay reusable
         "condenser": config.condenser.model_dump(
-            mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | ({"cpu_precision"} if config.condenser.cpu_precision == "float32" else set())
+            mode="json",
+            exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in ("stage1_cpu_precision", "stage2_cpu_precision") if getattr(config.condenser, name) == "float32"},
         ),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }

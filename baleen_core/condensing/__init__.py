@@ -2,7 +2,7 @@
 
 from baleen_core.condensing.condense import CondensedHop, ScoredSentence, Stage1Query, condense_hop, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.layouts import PassageSentences, Sentence
-from baleen_core.condensing.models import READER_LABELS, SequenceModel
+from baleen_core.condensing.models import READER_LABELS, SequenceModel, cpu_has_native_bfloat16
 
 __all__ = [
     "CondensedHop",
@@ -15,6 +15,7 @@ __all__ = [
     "condense_hop",
     "condense_stage1",
     "condense_stage2",
+    "cpu_has_native_bfloat16",
     "kept_facts",
     "read_verdicts",
     "stage2_candidates",

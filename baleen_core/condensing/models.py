@@ -143,6 +143,16 @@ class HeadedEncoder(nn.Module):
         return self.head(items, queries)
 
 
+def cpu_has_native_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX-BF16), where autocast to it
+    is about twice as fast as float32; elsewhere it is emulated and slower. False where unknown."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 class SequenceModel:
     """Encoder, head, tokenizer and device of one condenser stage or the reader."""
 

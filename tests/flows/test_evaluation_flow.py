@@ -195,8 +195,9 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
     identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg, None)[3]  # noqa: E731
     assert identity("bm25-multihop", fused) == identity("bm25-multihop", plain)
     assert identity("baleen", fused) != identity("baleen", plain)
-    bf16 = plain.model_copy(update={"condenser": plain.condenser.model_copy(update={"cpu_precision": "bfloat16"})})
-    assert identity("baleen", bf16) != identity("baleen", plain)  # float32 keeps the identity runs had before the setting
+    for stage in ("stage1", "stage2"):
+        bf16 = plain.model_copy(update={"condenser": plain.condenser.model_copy(update={f"{stage}_cpu_precision": "bfloat16"})})
+        assert identity("baleen", bf16) != identity("baleen", plain)  # float32 keeps the identity runs had before the settings
 
     (verdicts,), _ = run_engine(store, "baleen", rows, [fused.condenser.stage2_threshold], passages, sentences, models, fused, "fused")
     flipr, bm25 = system_searcher(store, "baleen", fused, models), open_bm25(store, passages, sentences)

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.condense import ScoredSentence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
@@ -65,6 +65,18 @@ def test_bfloat16_cpu_inference_scores_close_to_float32_but_not_bit_for_bit(back
     assert again == exact
     with pytest.raises(ValueError, match="float32 or bfloat16"):
         model.use_cpu_precision("float16")
+
+
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
+    def cpuinfo(flags: str):
+        path = tmp_path / "cpuinfo"
+        path.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nflags\t\t: fpu sse2 {flags}\n")
+        return path
+
+    assert cpu_has_native_bfloat16(cpuinfo("avx512f avx512_bf16 avx512_vnni"))
+    assert cpu_has_native_bfloat16(cpuinfo("amx_tile amx_bf16"))
+    assert not cpu_has_native_bfloat16(cpuinfo("avx2 avx512f avx512bw"))  # bf16 emulated: slower, not faster
+    assert not cpu_has_native_bfloat16(tmp_path / "missing")
 
 
 def test_stage2_candidates_are_the_context_then_the_best_new_facts_cut_to_top_facts_together():
