@@ -3,7 +3,7 @@
 Run ``benchmarks/training.py`` on a pack from ``benchmarks/held_out_pack.py`` once per setting
 to compare (e.g. ``--rounds 2`` then ``--rounds 1 --epochs 2``, same ``--work``: the steps they
 share are reused), then this: each trained FLIPR (named ``flipr-r<round>-e<epochs>`` from its
-checkpoint) and BM25 get the training benchmark's step-6 metrics on the pack's dev claims, i.e.
+checkpoint, ``-n<hard negatives>`` where not 1) and BM25 get the training benchmark's step-6 metrics on the pack's dev claims, i.e.
 held-out *training* claims, and each ``--pair`` is compared on the same claims. That is where the
 number of label rounds and FLIPR epochs are chosen; dev is never read.
 
@@ -53,7 +53,7 @@ def main() -> None:
         retriever = index.manifest.params["retriever"]
         trained = checkpoints.get(str(retriever.get("checkpoint")))
         if trained is not None and retriever.get("k_claim") is not None:  # trained, focused scoring: not the untrained FLIPR, not colbert-full
-            name = f"flipr-r{trained['round']}-e{trained['epochs']}"
+            name = f"flipr-r{trained['round']}-e{trained['epochs']}" + (f"-n{trained['hard_negatives']}" if trained.get("hard_negatives", 1) != 1 else "")
             name = f"{name}-{index.manifest.run_id}" if name in retrievers else name
             retrievers[name] = open_searcher(store, config.search, config.retriever.device, index)[0]
     rows = {}

@@ -19,7 +19,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    per-hop depth, ``evaluation.depth // hops``: 100 // hops by default). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
-    python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16]
+    python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 1]
         [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--negative-passages 1] [--stage2-negative-passages 8]
         [--out benchmarks/results/NAME.json]
 
@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="FLIPR training rounds (round 0 on BM25's labels, round r on FLIPR r-1's)")
     parser.add_argument("--epochs", type=int, default=2, help="FLIPR epochs per round")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--hard-negatives", type=int, default=1, help="hard negatives per FLIPR query (training.flipr.hard_negatives)")
     parser.add_argument("--condenser-hops", type=int, default=1000, help="labelled hops stage 1 and stage 2 train on (CPU budget); 0 = all")
     # 3 (the config's): 2 epochs lowered stage 2's held-out loss (0.242 against 0.283 after a
     # third), but the engine on the held-out training claims ended further from the gold facts
@@ -90,7 +91,7 @@ def main() -> None:
     config_path = work / "training.yaml"
     config_path.write_text(
         f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n"
-        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}}},\n"
+        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}}},\n"
         f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.negative_passages}, validation_share: 0.03}},\n"
         f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1}},\n"
         f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, negative_passages: {args.negative_passages}, validation_share: 0.03}}}}\n"
