@@ -270,6 +270,8 @@ CondenserScoring = Literal["marker", "similarity"]
 
 
 CpuPrecision = Literal["float32", "bfloat16"]
+#: The condenser settings that only the engine reads (never training), one per stage.
+CPU_PRECISION_FIELDS = ("stage1_cpu_precision", "stage2_cpu_precision")
 
 
 class CondenserConfig(_Strict):

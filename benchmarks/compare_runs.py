@@ -31,7 +31,10 @@ def main() -> None:
     parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    runs = [(name, Path(work), run_id or None) for name, (work, _, run_id) in ((name, given.partition("@")) for name, given in args.run)]
+    runs = []
+    for name, given in args.run:  # WORK or WORK@RUN_ID
+        work, _, run_id = given.partition("@")
+        runs.append((name, Path(work), run_id or None))
     if len(runs) < 2 or len({name for name, _, _ in runs}) < len(runs):
         sys.exit("give at least two --run NAME WORK with distinct names")
     for _, work, _ in runs:

@@ -60,6 +60,7 @@ def main() -> None:
 
     apply_runtime_defaults()
     from baleen_core.condensing import cpu_has_native_bfloat16
+    from baleen_core.config import CPU_PRECISION_FIELDS, BaleenConfig
     from baleen_flows.evaluation import evaluation_flow
     from baleen_flows.ingest import ingest_flow
     from baleen_flows.training import training_flow
@@ -80,11 +81,11 @@ def main() -> None:
         evaluation["systems"] = args.systems.split(",")
     if args.max_claims:
         evaluation["max_claims"] = args.max_claims
-    if args.stage1_cpu_precision == "native":
-        args.stage1_cpu_precision = "bfloat16" if cpu_has_native_bfloat16() else None
-    for stage in ("stage1", "stage2"):
-        if precision := getattr(args, f"{stage}_cpu_precision"):
-            settings["condenser"] = {**settings.get("condenser", {}), f"{stage}_cpu_precision": precision}
+    native = "bfloat16" if cpu_has_native_bfloat16() else None
+    stage1 = native if args.stage1_cpu_precision == "native" else args.stage1_cpu_precision
+    precisions = {field: value for field, value in zip(CPU_PRECISION_FIELDS, (stage1, args.stage2_cpu_precision), strict=True) if value}
+    if precisions:
+        settings["condenser"] = {**settings.get("condenser", {}), **precisions}
     if args.fusion:
         settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
@@ -96,7 +97,6 @@ def main() -> None:
     report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)
     print(f"\nreport with bootstrap intervals, plots and HTML traces: {report}")
 
-    from baleen_core.config import BaleenConfig
     from baleen_core.results import results_document, results_table
 
     config = BaleenConfig.load(config_path)
@@ -106,7 +106,7 @@ def main() -> None:
     budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "search": config.search.model_dump(mode="json"),
-               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept", "stage1_cpu_precision", "stage2_cpu_precision"}),
+               "condenser": config.condenser.model_dump(mode="json", include={"scoring", "top_facts", "max_kept", "min_kept", *CPU_PRECISION_FIELDS}),
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
     document = results_document(metric_rows, speed, args.split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed)

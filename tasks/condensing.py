@@ -18,7 +18,7 @@ from prefect import task
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -154,7 +154,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 
 
 def _layout(condenser: CondenserConfig) -> dict:
-    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", "stage1_cpu_precision", "stage2_cpu_precision"})
+    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS})
 
 
 @task(name="train-stage1", task_run_name="train-condenser-stage1 · round {round_number}", tags=[GPU_TAG])

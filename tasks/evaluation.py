@@ -24,7 +24,7 @@ from prefect import task
 from prefect.context import FlowRunContext
 
 from baleen_core.condensing import READER_LABELS, SequenceModel
-from baleen_core.config import SYSTEMS, BaleenConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
@@ -145,7 +145,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         # float32 is how every run before the settings existed ran: those stay reusable
         "condenser": config.condenser.model_dump(
             mode="json",
-            exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in ("stage1_cpu_precision", "stage2_cpu_precision") if getattr(config.condenser, name) == "float32"},
+            exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"},
         ),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
