@@ -96,7 +96,7 @@ class DemoConfig(_Strict):
     n_bands: int = 60
     n_companies: int = 60
     n_cities: int = 60
-    n_countries: int = 16
+    n_countries: int = 40
     n_universities: int = Field(default=24, description="Universities, colleges, academies, polytechnics and institutes.")
     n_distractors: int = Field(default=80, description="Novels that share a film's title (at most one per film).")
     n_train_claims: int = 240
@@ -509,7 +509,7 @@ def demo_preset() -> BaleenConfig:
         # on a few hundred training claims a second FLIPR round memorises them; the relabelling
         # round (20 s) gives the condensers the distractors FLIPR retrieves (docs/demo.md)
         labels=LabelConfig(rounds=1, relabel_for_condensers=True),
-        # 660 passages need no compression: raw half floats skip the PQ training (about 15 s per index)
+        # 700 passages need no compression: raw half floats skip the PQ training (about 15 s per index)
         index=IndexConfig(codec="fp16"),
         # 24 claims: on 12, the thresholds' final-fact F1s were closer than their noise
         evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"], calibration_claims=24),

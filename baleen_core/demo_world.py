@@ -54,8 +54,12 @@ _PLACE_HEAD = "Stone Mill Elm Oak Bright Cold Silver Lake Glen Hazel Marsh Salt 
 _PLACE_TAIL = "haven brook port bridge mouth gate fold bury minster holm mere dale".split()
 _COUNTRY_HEAD = "Nor Ost Val Cas Mer Lor Ard Bel Dra Sel Tor Ver Alb Kor".split()
 _COUNTRY_TAIL = "land mark avia oria heim mont".split()
-_RIVER = "Wend Lyre Tamber Oste Calder Mire Vell Ashe Rother Kest Brell Dane Lune Tarrow".split()
-_LANGUAGE = "Norric Ostian Valdish Castilan Merrow Lorish Ardic Belian".split()
+# Final values are shared by many passages (a claim's last passage must not be found from the
+# claim alone): few rivers, languages and centuries, each also named in other entities' intros.
+_RIVER = "Wend Lyre".split()
+_LANGUAGE = "Norric Ostian".split()
+_CITY_FOUNDED = (1101, 1400)  # the 12th-14th centuries, shared by the universities
+_UNIVERSITY_FOUNDED = (1101, 1400)
 _REGIONS = ("in the northern highlands", "on the western coast", "in the central plains", "in the southern islands", "on the eastern steppe")
 _INSTITUTION_KINDS = ("University", "College", "Academy", "Polytechnic", "Institute")
 _TITLE_ADJ = ("Silent Last Golden Broken Hidden Distant Quiet Burning Northern Winter Paper Glass Iron Velvet Crimson "
@@ -166,7 +170,7 @@ class DemoWorld:
         cities = [Entity("city", names.unique(lambda: names.compound(_PLACE_HEAD, _PLACE_TAIL))) for _ in range(c.n_cities)]
         for city in cities:
             city.rel["country"] = rng.choice(countries)
-            city.attrs.update(river=rng.choice(_RIVER), founded=rng.randint(900, 1899), population=rng.randint(20, 900) * 1000,
+            city.attrs.update(river=rng.choice(_RIVER), founded=rng.randint(*_CITY_FOUNDED), population=rng.randint(20, 900) * 1000,
                               industry=rng.choice(_INDUSTRIES), feature=rng.choice(_FEATURES))
         # surnames come from a pool smaller than the people, so families and namesakes share them
         surnames = sorted({names.compound(_SURNAME_HEAD, _SURNAME_TAIL) for _ in range(max(8, c.n_people * 2 // 3))})
@@ -177,7 +181,7 @@ class DemoWorld:
             unis.append(Entity("university", names.unique(make), attrs={"kind": kind}))
         for uni in unis:
             uni.rel["city"] = rng.choice(cities)
-            uni.attrs.update(founded=rng.randint(1100, 1980), students=rng.randint(3, 60) * 1000, subject=rng.choice(_SUBJECTS))
+            uni.attrs.update(founded=rng.randint(*_UNIVERSITY_FOUNDED), students=rng.randint(3, 60) * 1000, subject=rng.choice(_SUBJECTS))
         people = []
         for _ in range(c.n_people):
             gender = rng.choice("fm")
@@ -247,7 +251,8 @@ class DemoWorld:
                             f"The {a['river']} river flows through its centre."])
         founded = rng.choice([f"It was founded in the {century(a['founded'])}.", f"The town dates from the {century(a['founded'])}."])
         filler = [f"It has a population of about {a['population']:,}.", f"Its economy is based on {a['industry']}.",
-                  f"It is known for {a['feature']}.", f"It is twinned with {self._other('city', e).name}."]
+                  f"It is known for {a['feature']}.", f"It is twinned with {self._other('city', e).name}.",
+                  f"Its oldest church dates from the {century(rng.randint(*_CITY_FOUNDED))}."]
         _finish(e, lead, [("river", river), ("founded", founded)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["country"] = 0
 
@@ -257,7 +262,8 @@ class DemoWorld:
         lead = rng.choice([f"{name} is a public {a['kind'].lower()} in {city.name}.", f"{name} is {article(a['kind'])} {a['kind'].lower()} based in {city.name}."])
         founded = rng.choice([f"It was established in the {century(a['founded'])}.", f"It was founded in the {century(a['founded'])}."])
         filler = [f"It enrols about {a['students']:,} students.", f"It is best known for its school of {a['subject']}.",
-                  f"Its library holds over {self.rng.randint(2, 90) * 10_000:,} volumes."]
+                  f"Its library holds over {self.rng.randint(2, 90) * 10_000:,} volumes.",
+                  f"Its oldest hall dates from the {century(rng.randint(*_UNIVERSITY_FOUNDED))}."]
         _finish(e, lead, [("founded", founded)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["city"] = 0
 
@@ -273,7 +279,9 @@ class DemoWorld:
         filler = [f"{his} best-known work, {self._title()}, appeared in {a['born'] + rng.randint(25, 40)}.",
                   f"In {a['born'] + rng.randint(25, 45)} {he.lower()} moved to {self._other('city', e.rel['birth_city']).name}.",
                   f"{he} received the {rng.choice(_AWARDS)} award in {a['born'] + rng.randint(30, 60)}.",
-                  f"{he} was married to {self._other('person', e).name}."]
+                  f"{he} was married to {self._other('person', e).name}.",
+                  f"{he} lives on the banks of the {rng.choice(_RIVER)}.", f"{he} speaks fluent {rng.choice(_LANGUAGE)}.",
+                  f"{his} family can trace its roots to the {century(rng.randint(*_CITY_FOUNDED))}."]
         _finish(e, lead, [("birth_city", birth), ("university", study)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid.update(born=0, occupation=0)
 
@@ -284,7 +292,8 @@ class DemoWorld:
         director = rng.choice([f"It was directed by {e.rel['director'].name}.", f"{e.rel['director'].name} directed the film."])
         star = rng.choice([f"The film stars {e.rel['star'].name}.", f"{e.rel['star'].name} plays the lead role."])
         filler = [f"It won the {a['award']} award in {a['year'] + 1}.", f"It was shot in {self._other('city').name}.",
-                  f"The score was written by {self._other('person').name}.", f"It runs for {a['minutes']} minutes."]
+                  f"The score was written by {self._other('person').name}.", f"It runs for {a['minutes']} minutes.",
+                  f"Its dialogue is in {rng.choice(_LANGUAGE)}."]
         _finish(e, lead, [("director", director), ("star", star)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid.update(year=0, genre=0)
 
@@ -295,7 +304,8 @@ class DemoWorld:
         founder = rng.choice([f"The band was founded by {e.rel['founder'].name}.", f"{e.rel['founder'].name} started the group."])
         city = rng.choice([f"They are based in {e.rel['city'].name}.", f"The group is based in {e.rel['city'].name}."])
         filler = [f"They have released {a['albums']} albums.", f"They toured with {self._other('band', e).name} in {a['formed'] + rng.randint(1, 8)}.",
-                  f"Their first album was produced by {self._other('person', e.rel['founder']).name}."]
+                  f"Their first album was produced by {self._other('person', e.rel['founder']).name}.",
+                  f"They sing in {rng.choice(_LANGUAGE)}.", f"Their second album is named after the {rng.choice(_RIVER)} river."]
         _finish(e, lead, [("founder", founder), ("city", city)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["formed"] = 0
 
@@ -306,7 +316,7 @@ class DemoWorld:
         founder = rng.choice([f"It was founded by {e.rel['founder'].name}.", f"{e.rel['founder'].name} founded the firm."])
         hq = rng.choice([f"It is headquartered in {e.rel['hq'].name}.", f"Its head office is in {e.rel['hq'].name}."])
         filler = [f"It employs about {a['staff']:,} people.", f"Its main products are {_PRODUCTS[_INDUSTRIES.index(a['industry'])]}.",
-                  f"It has a plant in {self._other('city', e.rel['hq']).name}."]
+                  f"It has a plant in {self._other('city', e.rel['hq']).name}.", f"Its barges carry goods along the {rng.choice(_RIVER)}."]
         _finish(e, lead, [("founder", founder), ("hq", hq)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["founded"] = 0
 
@@ -351,7 +361,10 @@ class DemoWorld:
         relation, subjects = rng.choice(self._START[start.kind])
         chain = [(start, relation)]
         person = start.rel[relation]
-        text = rng.choice(subjects).format(start.name).replace("s's ", "s' ")  # "Hartley Brothers' founder"
+        template = rng.choice(subjects)
+        if template.startswith("{}'s "):  # "Hartley Brothers' founder", and a title's own "'s" left alone
+            template = template.replace("{}'s ", "{}' " if start.name.endswith("s") else "{}'s ", 1)
+        text = template.format(start.name)
         if hops == 2:
             attr, clause = self._final(person, wrong=not supported)
             chain.append((person, attr))
@@ -360,7 +373,8 @@ class DemoWorld:
             relation2 = rng.choice(["birth_city", "university"])
             node = person.rel[relation2]
             chain.append((person, relation2))
-            text += " was born in a city" if relation2 == "birth_city" else f" studied at {article(node.attrs['kind'])} {node.attrs['kind'].lower()}"
+            # "an institution", not its kind: "a college" would narrow 24 institutions to a handful
+            text += " was born in a city" if relation2 == "birth_city" else " studied at an institution"
             if hops == 4:
                 nxt = "country" if node.kind == "city" else "city"
                 chain.append((node, nxt))
@@ -404,7 +418,7 @@ def _config_digest(config: DemoConfig) -> str:
     return hashlib.sha256((config.model_dump_json() + _WORLD_VERSION).encode()).hexdigest()[:16]
 
 
-_WORLD_VERSION = "3"  # bump when the generator changes, so a written world is rewritten
+_WORLD_VERSION = "4"  # bump when the generator changes, so a written world is rewritten
 
 
 DEV_ID_OFFSET = 90_000  # dev claims' hpqa_ids start here, past any training id a demo world can draw (a few thousand)
