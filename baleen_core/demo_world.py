@@ -58,10 +58,9 @@ _COUNTRY_TAIL = "land mark avia oria heim mont".split()
 # claim alone): few rivers, languages and centuries, each also named in other entities' intros.
 _RIVER = "Wend Lyre".split()
 _LANGUAGE = "Norric Ostian".split()
-_CITY_FOUNDED = (1101, 1400)  # the 12th-14th centuries, shared by the universities
-_UNIVERSITY_FOUNDED = (1101, 1400)
+_FOUNDED = (1101, 1400)  # cities and institutions, founded in the 12th-14th centuries
 _REGIONS = ("in the northern highlands", "on the western coast", "in the central plains", "in the southern islands", "on the eastern steppe")
-_INSTITUTION_KINDS = ("University", "College", "Academy", "Polytechnic", "Institute")
+INSTITUTION_KINDS = ("University", "College", "Academy", "Polytechnic", "Institute")
 _TITLE_ADJ = ("Silent Last Golden Broken Hidden Distant Quiet Burning Northern Winter Paper Glass Iron Velvet Crimson "
               "Wandering Hollow Bitter Secret Lost Scarlet Frozen Gentle Restless Painted Sleeping Faithful Lonely "
               "Midnight Emerald Wild Borrowed Crooked Narrow Amber Tender Savage Patient Fallen Blind").split()
@@ -170,18 +169,18 @@ class DemoWorld:
         cities = [Entity("city", names.unique(lambda: names.compound(_PLACE_HEAD, _PLACE_TAIL))) for _ in range(c.n_cities)]
         for city in cities:
             city.rel["country"] = rng.choice(countries)
-            city.attrs.update(river=rng.choice(_RIVER), founded=rng.randint(*_CITY_FOUNDED), population=rng.randint(20, 900) * 1000,
+            city.attrs.update(river=rng.choice(_RIVER), founded=rng.randint(*_FOUNDED), population=rng.randint(20, 900) * 1000,
                               industry=rng.choice(_INDUSTRIES), feature=rng.choice(_FEATURES))
         # surnames come from a pool smaller than the people, so families and namesakes share them
         surnames = sorted({names.compound(_SURNAME_HEAD, _SURNAME_TAIL) for _ in range(max(8, c.n_people * 2 // 3))})
         unis = []
         for _ in range(c.n_universities):
-            kind = rng.choice(_INSTITUTION_KINDS)
+            kind = rng.choice(INSTITUTION_KINDS)
             make = (lambda k=kind: f"{k} of {names.compound(_PLACE_HEAD, _PLACE_TAIL)}") if kind == "University" else (lambda k=kind: f"{rng.choice(surnames)} {k}")
             unis.append(Entity("university", names.unique(make), attrs={"kind": kind}))
         for uni in unis:
             uni.rel["city"] = rng.choice(cities)
-            uni.attrs.update(founded=rng.randint(*_UNIVERSITY_FOUNDED), students=rng.randint(3, 60) * 1000, subject=rng.choice(_SUBJECTS))
+            uni.attrs.update(founded=rng.randint(*_FOUNDED), students=rng.randint(3, 60) * 1000, subject=rng.choice(_SUBJECTS))
         people = []
         for _ in range(c.n_people):
             gender = rng.choice("fm")
@@ -252,7 +251,7 @@ class DemoWorld:
         founded = rng.choice([f"It was founded in the {century(a['founded'])}.", f"The town dates from the {century(a['founded'])}."])
         filler = [f"It has a population of about {a['population']:,}.", f"Its economy is based on {a['industry']}.",
                   f"It is known for {a['feature']}.", f"It is twinned with {self._other('city', e).name}.",
-                  f"Its oldest church dates from the {century(rng.randint(*_CITY_FOUNDED))}."]
+                  f"Its oldest church dates from the {century(rng.randint(*_FOUNDED))}."]
         _finish(e, lead, [("river", river), ("founded", founded)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["country"] = 0
 
@@ -263,7 +262,7 @@ class DemoWorld:
         founded = rng.choice([f"It was established in the {century(a['founded'])}.", f"It was founded in the {century(a['founded'])}."])
         filler = [f"It enrols about {a['students']:,} students.", f"It is best known for its school of {a['subject']}.",
                   f"Its library holds over {self.rng.randint(2, 90) * 10_000:,} volumes.",
-                  f"Its oldest hall dates from the {century(rng.randint(*_UNIVERSITY_FOUNDED))}."]
+                  f"Its oldest hall dates from the {century(rng.randint(*_FOUNDED))}."]
         _finish(e, lead, [("founded", founded)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid["city"] = 0
 
@@ -281,7 +280,7 @@ class DemoWorld:
                   f"{he} received the {rng.choice(_AWARDS)} award in {a['born'] + rng.randint(30, 60)}.",
                   f"{he} was married to {self._other('person', e).name}.",
                   f"{he} lives on the banks of the {rng.choice(_RIVER)}.", f"{he} speaks fluent {rng.choice(_LANGUAGE)}.",
-                  f"{his} family can trace its roots to the {century(rng.randint(*_CITY_FOUNDED))}."]
+                  f"{his} family can trace its roots to the {century(rng.randint(*_FOUNDED))}."]
         _finish(e, lead, [("birth_city", birth), ("university", study)], self._pick(filler, rng.randint(1, 2)), rng)
         e.fact_sid.update(born=0, occupation=0)
 
@@ -362,8 +361,8 @@ class DemoWorld:
         chain = [(start, relation)]
         person = start.rel[relation]
         template = rng.choice(subjects)
-        if template.startswith("{}'s "):  # "Hartley Brothers' founder", and a title's own "'s" left alone
-            template = template.replace("{}'s ", "{}' " if start.name.endswith("s") else "{}'s ", 1)
+        if template.startswith("{}'s ") and start.name.endswith("s"):  # "Hartley Brothers' founder"; a title's own "'s" left alone
+            template = "{}' " + template.removeprefix("{}'s ")
         text = template.format(start.name)
         if hops == 2:
             attr, clause = self._final(person, wrong=not supported)

@@ -19,7 +19,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    per-hop depth, ``evaluation.depth // hops``: 100 // hops by default). On a pack from ``benchmarks/held_out_pack.py`` "dev" is held-out
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
-    python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 1]
+    python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--negative-passages 1] [--stage2-negative-passages 8]
         [--out benchmarks/results/NAME.json]
 
