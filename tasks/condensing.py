@@ -153,8 +153,18 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
     return dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
 
 
-def _layout(condenser: CondenserConfig) -> dict:
-    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS})
+#: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
+#: examples depend on them, the reader's do (it trains on the facts the condensers keep)
+KEEPING_FIELDS = ("min_kept", "stage2_threshold")
+
+
+def training_layout(condenser: CondenserConfig, model: str) -> dict:
+    """The condenser settings that shape ``model``'s (stage1, stage2, reader) training examples:
+    part of its fingerprint, so changing one retrains it and changing any other does not."""
+    excluded = {"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS}
+    if model != "reader":
+        excluded |= set(KEEPING_FIELDS)
+    return condenser.model_dump(mode="json", exclude=excluded)
 
 
 @task(name="train-stage1", task_run_name="train-condenser-stage1 · round {round_number}", tags=[GPU_TAG])
@@ -173,7 +183,7 @@ def train_condenser_stage1(
 ) -> dict[str, ArtifactRef]:
     """Condenser stage 1 on one round's hop labels."""
     store, producer = ArtifactStore(store_root), f"stage1-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser, "stage1")}
     fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=condenser.start("stage1"), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
@@ -201,7 +211,7 @@ def train_condenser_stage2(
 ) -> dict[str, ArtifactRef]:
     """Condenser stage 2 on the trained stage 1's candidates for each labelled hop."""
     store, producer = ArtifactStore(store_root), f"stage2-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": _layout(condenser)}
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser, "stage2")}
     fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=condenser.start("stage2"), params=params, version=STAGE2_CHECKPOINT.version)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
@@ -240,7 +250,7 @@ def train_claim_reader(
     params = {
         "round": round_number,
         "training": config.model_dump(mode="json"),
-        "layout": _layout(condenser),
+        "layout": training_layout(condenser, "reader"),
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
     start = str(reader.checkpoint or reader.resolved_backbone())

@@ -69,6 +69,8 @@ def label_round(
     sources = {"claims": claims.fingerprint, "passages": passages.fingerprint}
     if index is not None:
         sources["index"] = index.fingerprint
+        # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
+        params["search"] = search.model_dump(mode="json", include={"nprobe", "ncandidates"})
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)

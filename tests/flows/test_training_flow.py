@@ -98,6 +98,29 @@ def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):
     assert rows == [{"n": 90, "claims": 30}]
 
 
+def test_a_flipr_label_round_is_relabelled_when_its_search_settings_change(pipeline_world, tmp_path):
+    """Which passages FLIPR ranks depends on its candidate generation: round 1 with another nprobe
+    (in a hard-linked copy of the store) labels again instead of reusing the pipeline's labels."""
+    import os
+    import shutil
+
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.labels import labels_flow
+
+    store, refs = pipeline_world.store, pipeline_world.refs
+    copy = tmp_path / "store"
+    shutil.copytree(store.root, copy, copy_function=os.link)  # publishing only ever adds directories
+    cfg = BaleenConfig.load(pipeline_world.config)
+    nprobe = cfg.search.nprobe + 1
+    copy_config = tmp_path / "config.yaml"
+    changed = cfg.model_copy(update={"store_root": copy, "search": cfg.search.model_copy(update={"nprobe": nprobe})})
+    copy_config.write_text(yaml.safe_dump(changed.model_dump(mode="json", exclude_defaults=True)))
+    relabelled = labels_flow(str(copy_config), round_number=1)["labels-r1"]
+    original = refs["training/labels-r1"]
+    assert relabelled.manifest.run_id != original.manifest.run_id
+    assert relabelled.manifest.params["search"]["nprobe"] == nprobe and original.manifest.params["search"]["nprobe"] == cfg.search.nprobe
+
+
 def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
     """`baleen condensers` on the training flow's round (2) finds the pipeline's condensers already
     trained on those labels and reuses them; on round 0 (in a hard-linked copy of the store, so
