@@ -132,6 +132,7 @@ def test_the_last_passage_is_not_named_by_the_claim():
     train, _ = world.starts()
     claims = [c for c in world.claims(300, train, set()) if c["num_hops"] > 2 and c["label"] == "SUPPORTED"]
     assert claims
+    demo_depth = demo_preset().evaluation.depth
     for claim in claims:
         title, sid = claim["supporting_facts"][-1]
         last = by_title[title]
@@ -140,7 +141,7 @@ def test_the_last_passage_is_not_named_by_the_claim():
         assert value, (claim["claim"], last.sentences[sid])
         others = [e for e in by_title.values() if e is not last and value <= set(re.findall(r"\w+", " ".join(e.sentences)))]
         # more passages than the demo reads for a whole claim: the value alone cannot find it
-        assert len(others) >= demo_preset().evaluation.depth, (claim["claim"], value, len(others))
+        assert len(others) >= demo_depth, (claim["claim"], value, len(others))
         assert not {kind.lower() for kind in INSTITUTION_KINDS} & set(claim["claim"].lower().split())
 
 

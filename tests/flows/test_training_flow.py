@@ -4,6 +4,9 @@ session's pipeline run, see conftest.py)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
 import yaml
 
@@ -13,6 +16,19 @@ from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_searcher
 from helpers import published
+
+
+def _store_copy_with(pipeline_world, tmp_path, **update) -> tuple[Path, str]:
+    """A hard-linked copy of the session's store (publishing only ever adds directories, so the
+    original stays the pipeline's) and a config file for it: the session's settings with ``update``."""
+    from baleen_core.config import BaleenConfig
+
+    copy = tmp_path / "store"
+    shutil.copytree(pipeline_world.store.root, copy, copy_function=os.link)
+    config = BaleenConfig.load(pipeline_world.config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config.model_copy(update={"store_root": copy, **update}).model_dump(mode="json", exclude_defaults=True)))
+    return copy, str(path)
 
 
 def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
@@ -101,33 +117,22 @@ def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):
 def test_a_flipr_label_round_is_relabelled_when_its_search_settings_change(pipeline_world, tmp_path):
     """Which passages FLIPR ranks depends on its candidate generation: round 1 with another nprobe
     (in a hard-linked copy of the store) labels again instead of reusing the pipeline's labels."""
-    import os
-    import shutil
-
     from baleen_core.config import BaleenConfig
     from baleen_flows.labels import labels_flow
 
-    store, refs = pipeline_world.store, pipeline_world.refs
-    copy = tmp_path / "store"
-    shutil.copytree(store.root, copy, copy_function=os.link)  # publishing only ever adds directories
-    cfg = BaleenConfig.load(pipeline_world.config)
-    nprobe = cfg.search.nprobe + 1
-    copy_config = tmp_path / "config.yaml"
-    changed = cfg.model_copy(update={"store_root": copy, "search": cfg.search.model_copy(update={"nprobe": nprobe})})
-    copy_config.write_text(yaml.safe_dump(changed.model_dump(mode="json", exclude_defaults=True)))
-    relabelled = labels_flow(str(copy_config), round_number=1)["labels-r1"]
+    refs, search = pipeline_world.refs, BaleenConfig.load(pipeline_world.config).search
+    nprobe = search.nprobe + 1
+    _, copy_config = _store_copy_with(pipeline_world, tmp_path, search=search.model_copy(update={"nprobe": nprobe}))
+    relabelled = labels_flow(copy_config, round_number=1)["labels-r1"]
     original = refs["training/labels-r1"]
     assert relabelled.manifest.run_id != original.manifest.run_id
-    assert relabelled.manifest.params["search"]["nprobe"] == nprobe and original.manifest.params["search"]["nprobe"] == cfg.search.nprobe
+    assert relabelled.manifest.params["search"]["nprobe"] == nprobe and original.manifest.params["search"]["nprobe"] == search.nprobe
 
 
 def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
     """`baleen condensers` on the training flow's round (2) finds the pipeline's condensers already
     trained on those labels and reuses them; on round 0 (in a hard-linked copy of the store, so
     the session's newest checkpoints stay the pipeline's) it trains all three on round 0's labels."""
-    import os
-    import shutil
-
     from typer.testing import CliRunner
 
     from baleen_core.config import BaleenConfig
@@ -140,16 +145,13 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     for kind in ("stage1", "stage2", "reader"):
         assert published(store.root, f"{kind}_checkpoint")[f"{kind}-r2"] == refs[f"training/{kind}"].manifest.run_id
 
-    copy = tmp_path / "store"
-    shutil.copytree(store.root, copy, copy_function=os.link)  # publishing only ever adds directories
-    # the same settings on the copy, with the smallest budgets that still train (this only checks
-    # which labels they train on; that they learn is tested in tests/core/training)
+    # the same settings on a copy of the store, with the smallest budgets that still train (this
+    # only checks which labels they train on; that they learn is tested in tests/core/training)
     cfg = BaleenConfig.load(config)
     small = {"max_examples": 8, "epochs": 1}
     training = cfg.training.model_copy(update={k: getattr(cfg.training, k).model_copy(update=small) for k in ("stage1", "stage2", "reader")})
-    copy_config = tmp_path / "config.yaml"
-    copy_config.write_text(yaml.safe_dump(cfg.model_copy(update={"store_root": copy, "training": training}).model_dump(mode="json", exclude_defaults=True)))
-    trained = condensers_flow(str(copy_config), round_number=0)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=training)
+    trained = condensers_flow(copy_config, round_number=0)
     labels_r0 = refs["training/labels-r0"]
     assert trained["stage1"].manifest.inputs == {"labels": labels_r0.fingerprint}
     assert trained["stage2"].manifest.inputs["stage1"] == trained["stage1"].fingerprint
