@@ -56,14 +56,29 @@ def main() -> None:
         rows[name] = store.read_table(ref).to_pylist()
         wall = work / "training-wall.json"
         budgets[name] = {
-            "training": (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
-            "training_wall": json.loads(wall.read_text()) if wall.is_file() else None,
+            "models": _models_training(store, store.get("predictions", ref.manifest.run_id, producer)),
+            # the work directory's newest training run, which an earlier evaluation (DIR@RUN_ID) may predate
+            "training": None if run_id else (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
+            "training_wall": json.loads(wall.read_text()) if wall.is_file() and not run_id else None,
         }
     document = results_document(rows, {}, args.split, None, budgets={"system": args.system, "runs": budgets}, main=runs[0][0])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))
     print(f"\nwritten: {args.out}")
+
+
+def _models_training(store, predictions) -> dict:
+    """The training settings each evaluated model was trained with, from the store's lineage: the
+    predictions name their models by fingerprint, and each model's training steps carry its
+    settings. Two evaluations of one work directory, retrained between them, differ here."""
+    found = {}
+    for model in ("stage1", "stage2", "reader"):
+        fingerprint = predictions.manifest.inputs.get(model)
+        steps = [r for r in store.refs("training_steps") if r.manifest.fingerprint == fingerprint]
+        if fingerprint and steps:
+            found[model] = steps[-1].manifest.params["training"]
+    return found
 
 
 if __name__ == "__main__":
