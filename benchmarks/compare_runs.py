@@ -20,8 +20,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from baleen_storage import ArtifactRef, ArtifactStore
 
 
 def main() -> None:
@@ -68,18 +72,17 @@ def main() -> None:
     print(f"\nwritten: {args.out}")
 
 
-def _models_training(store, predictions) -> dict:
+def _models_training(store: ArtifactStore, predictions: ArtifactRef) -> dict:
     """The training settings each evaluated model was trained with, from the store's lineage: the
     predictions name their models by fingerprint, and each model's training steps carry its
     settings. Two evaluations of one work directory, retrained between them, differ here."""
     found = {}
     for model in ("stage1", "stage2", "reader"):
         fingerprint = predictions.manifest.inputs.get(model)
-        steps = [r for r in store.refs("training_steps") if r.manifest.fingerprint == fingerprint]
-        if fingerprint and steps:
-            found[model] = steps[-1].manifest.params["training"]
+        steps = store.find("training_steps", None, fingerprint) if fingerprint else None
+        if steps is not None:
+            found[model] = steps.manifest.params["training"]
     return found
-
 
 if __name__ == "__main__":
     main()

@@ -429,8 +429,8 @@ class ArtifactStore:
             found.append(ArtifactRef(path=manifest_path.parent, manifest=manifest))
         return sorted(found, key=lambda r: (r.manifest.created_at, r.manifest.run_id))
 
-    def find(self, name: str, producer: str, fingerprint: str) -> ArtifactRef | None:
-        """The newest published artifact with this fingerprint, if any (for reuse)."""
+    def find(self, name: str, producer: str | None, fingerprint: str) -> ArtifactRef | None:
+        """The newest published artifact with this fingerprint (of any producer if None), if any (for reuse)."""
         matches = [r for r in self.refs(name, producer) if r.fingerprint == fingerprint]
         return matches[-1] if matches else None
 
