@@ -8,6 +8,11 @@ run's wall time), each run's wall time, and whether the runs' evaluation artifac
 
     python benchmarks/demo.py                 # one run
     python benchmarks/demo.py --runs 2        # twice in a row, artifacts compared
+    python benchmarks/demo.py --config benchmarks/configs/demo-tuning-full-budget.yaml \
+        --split "tuning world dev" --out benchmarks/results/demo-tuning-full-budget.json
+
+With ``--config`` the demo runs on that config instead of its preset (another world seed, other
+budgets), and the results file records that config's budgets.
 """
 
 from __future__ import annotations
@@ -53,14 +58,15 @@ def content_digest(store, refs: dict[str, dict[str, object]]) -> str:
     return digest.hexdigest()
 
 
-def run_demo(home: Path, log: Path) -> float:
+def run_demo(home: Path, log: Path, config: Path | None) -> float:
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
     env = {**os.environ, "BALEEN_HOME": str(home)}
     started = time.perf_counter()
     with open(log, "w") as out:
-        done = subprocess.run([str(Path(sys.executable).parent / "baleen"), "demo"], cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT)
+        command = [str(Path(sys.executable).parent / "baleen"), "demo"] + (["--config", str(config)] if config else [])
+        done = subprocess.run(command, cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - started
     if done.returncode:
         sys.exit(f"baleen demo failed (exit {done.returncode}); see {log}")
@@ -72,16 +78,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="demo runs in a row (2: check that the artifacts are identical)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/baleen-demo-benchmark"), help="scratch folder (one BALEEN_HOME per run)")
     parser.add_argument("--out", type=Path, default=RESULTS / "demo.json")
+    parser.add_argument("--config", type=Path, default=None, help="a config file instead of the demo's preset")
+    parser.add_argument("--split", default="dev", help="what the evaluated claims are, for the results file")
     args = parser.parse_args()
+    config_path = args.config.resolve() if args.config else None
     sys.path.insert(0, str(ROOT))
-    from baleen_core.config import default_store_root, demo_preset
+    from baleen_core.config import BaleenConfig, default_store_root, demo_preset
     from baleen_core.results import results_document, results_table
     from baleen_storage import ArtifactStore
 
     walls, digests, store, refs = [], [], None, {}
     for run in range(args.runs):
         home = args.work / f"run{run + 1}"
-        walls.append(run_demo(home, args.work / f"run{run + 1}.log"))
+        walls.append(run_demo(home, args.work / f"run{run + 1}.log", config_path))
         os.environ["BALEEN_HOME"] = str(home)
         store = ArtifactStore(default_store_root())
         refs = evaluation_refs(store)
@@ -89,11 +98,11 @@ def main() -> None:
         print(f"run {run + 1}: {walls[-1]:.0f} s, evaluation artifacts {digests[-1][:12]}", flush=True)
     metric_rows = {system: store.read_table(r["claim_metrics"]).to_pylist() for system, r in refs.items()}
     speed = {system: r["predictions"].manifest.stats.get("claims_per_second") for system, r in refs.items()}
-    config = demo_preset()
+    config = BaleenConfig.load(str(config_path)) if config_path else demo_preset()
     budgets = {"training": config.training.model_dump(mode="json"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept"}), "demo": config.demo.model_dump(mode="json")}
-    document = results_document(metric_rows, speed, "dev", walls[0], budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed, repo=ROOT)
+    document = results_document(metric_rows, speed, args.split, walls[0], budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed, repo=ROOT)
     document["runs"] = [{"wall_seconds": round(w, 1), "evaluation_digest": d} for w, d in zip(walls, digests, strict=True)]
     document["identical_runs"] = len(set(digests)) == 1 if len(digests) > 1 else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
