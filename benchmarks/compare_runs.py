@@ -84,5 +84,6 @@ def _models_training(store: ArtifactStore, predictions: ArtifactRef) -> dict:
             found[model] = steps.manifest.params["training"]
     return found
 
+
 if __name__ == "__main__":
     main()

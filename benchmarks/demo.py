@@ -98,7 +98,7 @@ def main() -> None:
         print(f"run {run + 1}: {walls[-1]:.0f} s, evaluation artifacts {digests[-1][:12]}", flush=True)
     metric_rows = {system: store.read_table(r["claim_metrics"]).to_pylist() for system, r in refs.items()}
     speed = {system: r["predictions"].manifest.stats.get("claims_per_second") for system, r in refs.items()}
-    config = BaleenConfig.load(str(config_path)) if config_path else demo_preset()
+    config = BaleenConfig.load(config_path) if config_path else demo_preset()
     budgets = {"training": config.training.model_dump(mode="json"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept"}), "demo": config.demo.model_dump(mode="json")}
