@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from baleen_core.config import BaleenConfig, ConfigError
+from baleen_core.config import BaleenConfig, ConfigError, demo_preset
+
+BENCHMARK_CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
 
 
 def _load_error(tmp_path, name: str, text: str) -> str:
@@ -38,3 +42,18 @@ def test_an_empty_file_means_the_defaults(tmp_path):
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert BaleenConfig.load(path) == BaleenConfig()
+
+
+
+def _merged(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` written over it, nested mappings merged key by key."""
+    return {**base, **{key: _merged(base[key], value) if isinstance(value, dict) else value for key, value in changes.items()}}
+
+
+def test_the_demo_budget_diagnostic_is_the_demo_preset_with_only_its_stated_changes():
+    # the file restates the preset (a config file cannot say "the preset, plus"): if the preset
+    # moves, this fails until the file follows, so the diagnostic keeps measuring the demo's design
+    diagnostic = BaleenConfig.load(BENCHMARK_CONFIGS / "demo-tuning-full-budget.yaml")
+    every_example = {"max_examples": None, "epochs": 3}
+    changes = {"demo": {"seed": 7}, "training": {"flipr": {"epochs": 2}, "stage1": every_example, "stage2": every_example, "reader": every_example}}
+    assert diagnostic == BaleenConfig.model_validate(_merged(demo_preset().model_dump(), changes))
