@@ -44,7 +44,6 @@ def test_an_empty_file_means_the_defaults(tmp_path):
     assert BaleenConfig.load(path) == BaleenConfig()
 
 
-
 def _merged(base: dict, changes: dict) -> dict:
     """``base`` with ``changes`` written over it, nested mappings merged key by key."""
     return {**base, **{key: _merged(base[key], value) if isinstance(value, dict) else value for key, value in changes.items()}}
