@@ -59,8 +59,9 @@ def test_bfloat16_cpu_inference_scores_close_to_float32_but_not_bit_for_bit(back
     exact = {s.sentence.key: s.score for s in condense_stage1(model, queries, CONDENSER)[0]}
     halved = {s.sentence.key: s.score for s in condense_stage1(model.use_cpu_precision("bfloat16"), queries, CONDENSER)[0]}
     assert halved.keys() == exact.keys() and halved != exact  # autocast really ran
-    spread = max(exact.values()) - min(exact.values())
-    assert all(abs(halved[k] - exact[k]) <= 0.05 * spread for k in exact)
+    # within a few bfloat16 steps (8 bits of mantissa: 2^-8 relative) of each score; a bound on the
+    # scores' spread failed on an AMX CPU, where an untrained head's scores lie within 0.08 of each other
+    assert all(abs(halved[k] - exact[k]) <= 2**-6 * max(1.0, abs(exact[k])) for k in exact)
     again = {s.sentence.key: s.score for s in condense_stage1(model.use_cpu_precision("float32"), queries, CONDENSER)[0]}
     assert again == exact
     with pytest.raises(ValueError, match="float32 or bfloat16"):
