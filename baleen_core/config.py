@@ -121,8 +121,12 @@ class RetrieverConfig(_Strict):
     dim: int = Field(default=128, ge=8, le=4096, description="Token embedding dimension after the linear projection.")
     projection_seed: int = Field(default=0, description="Seed of the projection's initialisation when not loaded.")
     query_maxlen: int = Field(default=64, ge=8, description="Claim positions, [MASK]-padded.")
-    context_maxlen: int = Field(default=128, ge=0, description="Context-fact positions after the claim.")
+    context_maxlen: int = Field(
+        default=448, ge=0,
+        description="Context-fact positions after the claim: the facts joined by [SEP], a longer context losing its tail (the reference: 512 - 64).",
+    )
     doc_maxlen: int = Field(default=256, ge=8, description="Tokens per passage (Baleen: 256).")
+    mask_punctuation: bool = Field(default=True, description="Leave punctuation tokens out of passage embeddings (ColBERT's skiplist, as the reference).")
     k_claim: int | None = Field(default=32, ge=1, description="Claim positions that count; None = all (ColBERT).")
     k_context: int | None = Field(default=8, ge=1, description="Context positions that count; None = all (ColBERT).")
     attend_to_mask_tokens: bool = Field(default=False, description="Whether real tokens attend to the [MASK] padding.")

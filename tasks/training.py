@@ -27,13 +27,20 @@ def flipr_examples(
     store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None
 ) -> list[FliprExample]:
     """One example per labelled hop: claim + context facts, the positive's text, the negatives' texts."""
-    rows = store.read_table(labels, ["uid", "hop", "context_facts", "positive_pid", "negative_pids"]).to_pylist()[:limit]
+    rows = store.read_table(labels, ["uid", "hop", "context_facts", "context_pids", "positive_pid", "negative_pids", "remaining_gold_pids"]).to_pylist()
+    gold: dict[str, set[int]] = {}
+    for r in rows:  # every hop of a claim names its gold passages: those found before it and those left
+        gold.setdefault(r["uid"], set()).update(r["context_pids"], r["remaining_gold_pids"])
+    rows = rows[:limit]
     claim_text = {c["uid"]: c["claim"] for c in store.read_table(claims, ["uid", "claim"]).to_pylist()}
-    needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"]}
+    needed = {p for r in rows for p in gold[r["uid"]]} | {p for r in rows for p in r["negative_pids"]}
     table = store.passage_texts(passages, sentences, pids=sorted(needed))
     text = {pid: passage_text(t, x) for pid, t, x in zip(*(table.column(c).to_pylist() for c in ("pid", "title", "text")), strict=True)}
     return [
-        FliprExample(claim_text[r["uid"]], tuple(r["context_facts"]), text[r["positive_pid"]], tuple(text[p] for p in r["negative_pids"]))
+        FliprExample(
+            claim_text[r["uid"]], tuple(r["context_facts"]), text[r["positive_pid"]], tuple(text[p] for p in r["negative_pids"]),
+            frozenset(text[p] for p in gold[r["uid"]] if p in text),
+        )
         for r in rows
     ]
 

@@ -28,7 +28,28 @@ from dataclasses import dataclass, field, fields
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from baleen_core.retrieval.tokenization import fact_text, fit_facts
+from baleen_core.retrieval.tokenization import fact_text
+
+
+def share_budget(lengths: Sequence[int], budget: int) -> list[int]:
+    """Tokens each item keeps so that together they fit ``budget``: short items whole, the long
+    ones cut to one equal share of what is left, so every item keeps at least ``budget // n``
+    tokens (or all of its own) and none is cut away by the items before it."""
+    kept = [0] * len(lengths)
+    remaining = max(0, budget)
+    for done, i in enumerate(sorted(range(len(lengths)), key=lambda i: lengths[i])):
+        kept[i] = min(lengths[i], remaining // (len(lengths) - done))
+        remaining -= kept[i]
+    return kept
+
+
+def fit_facts(fact_ids: Sequence[Sequence[int]], budget: int, separator: int) -> list[int]:
+    """Facts each followed by ``separator``, within ``budget`` positions, every fact shortened to
+    its share (:func:`share_budget`) rather than the last ones dropped."""
+    ids: list[int] = []
+    for fact, keep in zip(fact_ids, share_budget([len(f) for f in fact_ids], budget - len(fact_ids)), strict=True):
+        ids.extend([*fact[:keep], separator])
+    return ids[: max(0, budget)]
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,15 @@ def token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> dict[
     return dict(zip(distinct, encoded, strict=True))
 
 
+def stage1_claim_budget(claim_length: int, fact_lengths: Sequence[int], query_maxlen: int) -> int:
+    """Tokens of the claim in stage 1's query: all of them up to ``query_maxlen``, but never so
+    many that the context facts (each with its [SEP]) get less than half the query, or less than
+    they need when that is less. A claim that fills the query would otherwise leave the context
+    no room at all, and stage 1 would read the hop as if nothing had been found yet."""
+    context_need = sum(length + 1 for length in fact_lengths)
+    return min(claim_length, query_maxlen - min(context_need, query_maxlen // 2))
+
+
 def stage1_windows(
     tokenizer: PreTrainedTokenizerBase,
     claim: str,
@@ -125,7 +155,7 @@ def stage1_windows(
     """Windows scoring every sentence of ``passage`` (item i = sentence i) for claim + context."""
     special = SpecialIds(tokenizer)
     ids = ids if ids is not None else token_ids(tokenizer, [claim, *context, passage.title, *(s.text for s in passage.sentences)])
-    claim_ids = list(ids[claim][:query_maxlen])
+    claim_ids = list(ids[claim][: stage1_claim_budget(len(ids[claim]), [len(ids[fact]) for fact in context], query_maxlen)])
     # every context fact keeps its share of what the claim leaves (none is cut away), each
     # preceded by [SEP]: fit_facts writes "fact [SEP]", so the separators are rotated to the front
     facts = fit_facts([ids[fact] for fact in context], query_maxlen - len(claim_ids), special.sep)

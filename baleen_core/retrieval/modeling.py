@@ -82,6 +82,7 @@ class Flipr:
             attend_to_mask_tokens=config.attend_to_mask_tokens,
             query_marker=config.query_marker,
             doc_marker=config.doc_marker,
+            mask_punctuation=config.mask_punctuation,
         )
         if tokenizer.added_markers:
             backbone.resize_token_embeddings(len(hf_tokenizer))
@@ -133,6 +134,7 @@ class Flipr:
             "query_maxlen": self.config.query_maxlen,
             "context_maxlen": self.config.context_maxlen,
             "doc_maxlen": self.config.doc_maxlen,
+            "mask_punctuation": self.config.mask_punctuation,
         }
 
     def _autocast(self):
@@ -161,8 +163,8 @@ class Flipr:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Encode passages (``title | text``) in length-sorted batches.
 
-        Returns ``(embeddings [T, dim] float16, doclens [N] int32)`` in the input order, tokens
-        of passage i at ``embeddings[sum(doclens[:i]) : sum(doclens[:i+1])]``. Sorting by length
+        Returns ``(embeddings [T, dim] float16, doclens [N] int32)`` in the input order, the
+        scored tokens (``DocBatch.score_mask``: no punctuation) of passage i at ``embeddings[sum(doclens[:i]) : sum(doclens[:i+1])]``. Sorting by length
         keeps padding (wasted FLOPs) small; ``on_batch(n)`` reports progress.
         """
         lengths = np.asarray(self.tokenizer.doc_lengths(texts), dtype=np.int64)
@@ -172,7 +174,7 @@ class Flipr:
             idx = order[start : start + batch_size]
             batch = self.tokenizer.docs([texts[i] for i in idx])
             embs = self.encode_doc_batch(batch).to(torch.float16).cpu().numpy()
-            mask = batch.attention_mask.numpy().astype(bool)
+            mask = batch.score_mask.numpy()  # padding and punctuation are not stored
             for row, i in enumerate(idx):
                 per_passage[i] = embs[row][mask[row]]
             if on_batch is not None:

@@ -12,8 +12,10 @@ Conventions used throughout (and by the brute-force reference in the tests):
 * embeddings are L2-normalised, so a similarity is a cosine in [-1, 1];
 * ``q_mask`` marks the query positions that may count: all ``n_claim`` claim positions (the
   [MASK] padding included — ColBERT's query augmentation) and the non-padding context positions;
-* with fewer valid context positions than ``k_context``, all of them count (a sum over an
-  empty set is 0, so a claim-only query scores by its claim positions alone);
+* a query with fewer valid context positions than ``k_context`` adds no context term at all, as
+  the reference's ``colbert_score_reduce`` (``if K2 <= scores.size(1) - query_maxlen``): a
+  claim-only query, or a context of a few tokens, scores by its claim positions alone;
+* document positions that may be matched are given by ``doc_mask`` (no padding, no punctuation);
 * ``k = None`` means "every valid position": full ColBERT interaction, used as the baseline.
 """
 
@@ -72,7 +74,10 @@ def flipr_aggregate(
     claim = _topk_sum(maxsims[..., :n_claim], q_mask[..., :n_claim], k_claim)
     if maxsims.shape[-1] <= n_claim:
         return claim
-    context = _topk_sum(maxsims[..., n_claim:], q_mask[..., n_claim:], k_context)
+    context_mask = q_mask[..., n_claim:]
+    context = _topk_sum(maxsims[..., n_claim:], context_mask, k_context)
+    if k_context is not None:
+        context = context.masked_fill(context_mask.sum(dim=-1) < k_context, 0.0)
     return claim + context
 
 
@@ -102,6 +107,8 @@ def counted_positions(
         if hi <= lo or not bool(valid.any()):
             continue
         n_valid = int(valid.sum())
+        if lo == n_claim and k is not None and n_valid < k:  # too short a context adds nothing (flipr_aggregate)
+            continue
         take = n_valid if k is None else min(k, n_valid)
         idx = maxsims[lo:hi].masked_fill(~valid, NEG_INF).topk(take).indices
         counted[lo + idx] = True

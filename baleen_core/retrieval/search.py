@@ -207,7 +207,7 @@ class FliprSearcher:
         query, query_ids = embs[0, :n_valid].cpu(), batch.input_ids[0, :n_valid].tolist()
         doc_batch = tok.docs([passage])
         doc = self.flipr.encode_doc_batch(doc_batch)[0].cpu()
-        sims = query @ doc.T  # [Lq, Ld]; every doc token is real (a batch of one has no padding)
+        sims = (query @ doc.T).masked_fill(~doc_batch.score_mask[0], float("-inf"))  # [Lq, Ld]; punctuation is never matched
         best, where = sims.max(dim=1)
         mask = torch.ones(n_valid, dtype=torch.bool)
         counted = counted_positions(best, mask, batch.n_claim, self.k_claim, self.k_context)

@@ -3,9 +3,15 @@
 Query layout (Baleen/ColBERT)::
 
     [CLS] [Q] claim … [SEP] [MASK] [MASK] …      ← exactly ``query_maxlen`` (64) claim positions
-    fact₁ tokens [SEP] fact₂ tokens [SEP] …      ← context positions, up to ``context_maxlen``
+    fact₁ tokens [SEP] fact₂ tokens … [SEP]      ← context positions, up to ``context_maxlen`` (448)
 
-Document layout: ``[CLS] [D] title | text [SEP]``, at most ``doc_maxlen`` tokens.
+The context is the reference's (``QueryTokenizer.tensorize`` with a context): the facts joined by
+[SEP] and tokenized as one text of at most 512 − 64 + 1 tokens whose leading [CLS] is dropped, so
+at most 448 positions, and a longer context loses its tail, never its final [SEP].
+
+Document layout: ``[CLS] [D] title | text [SEP]``, at most ``doc_maxlen`` tokens. Punctuation
+tokens stay in the encoder's input but are left out of the embeddings a document is scored with
+(``DocBatch.score_mask``), as ColBERT's ``mask_punctuation`` skiplist does.
 
 The [Q]/[D] markers are vocabulary tokens looked up by name (BERT vocabularies reserve
 ``[unused0]``/``[unused1]``, as ColBERT uses); a vocabulary without them gets them added as special
@@ -14,6 +20,7 @@ tokens, and the encoder grows its embedding table to match. No token id is writt
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,27 +39,6 @@ def passage_text(title: str, text: str) -> str:
     return f"{title}{CONTEXT_SEPARATOR}{text}"
 
 
-def share_budget(lengths: Sequence[int], budget: int) -> list[int]:
-    """Tokens each item keeps so that together they fit ``budget``: short items whole, the long
-    ones cut to one equal share of what is left, so every item keeps at least ``budget // n``
-    tokens (or all of its own) and none is cut away by the items before it."""
-    kept = [0] * len(lengths)
-    remaining = max(0, budget)
-    for done, i in enumerate(sorted(range(len(lengths)), key=lambda i: lengths[i])):
-        kept[i] = min(lengths[i], remaining // (len(lengths) - done))
-        remaining -= kept[i]
-    return kept
-
-
-def fit_facts(fact_ids: Sequence[Sequence[int]], budget: int, separator: int) -> list[int]:
-    """Facts each followed by ``separator``, within ``budget`` positions, every fact shortened to
-    its share (:func:`share_budget`) rather than the last ones dropped."""
-    ids: list[int] = []
-    for fact, keep in zip(fact_ids, share_budget([len(f) for f in fact_ids], budget - len(fact_ids)), strict=True):
-        ids.extend([*fact[:keep], separator])
-    return ids[: max(0, budget)]
-
-
 @dataclass
 class QueryBatch:
     input_ids: torch.Tensor  # [B, L]
@@ -67,10 +53,18 @@ class QueryBatch:
 @dataclass
 class DocBatch:
     input_ids: torch.Tensor  # [B, L]
-    attention_mask: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L] what the encoder attends to
+    score_mask: torch.Tensor  # [B, L] bool: the tokens a document is scored with (no padding, no punctuation)
 
     def to(self, device: torch.device | str) -> DocBatch:
-        return DocBatch(self.input_ids.to(device), self.attention_mask.to(device))
+        return DocBatch(self.input_ids.to(device), self.attention_mask.to(device), self.score_mask.to(device))
+
+
+def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    """Ids of the punctuation symbols that are one token each: ColBERT's skiplist (every
+    character of ``string.punctuation``, as the vocabulary writes it)."""
+    ids = tokenizer(list(string.punctuation), add_special_tokens=False)["input_ids"]
+    return frozenset(symbol[0] for symbol in ids if len(symbol) == 1)
 
 
 class FliprTokenizer:
@@ -80,11 +74,12 @@ class FliprTokenizer:
         self,
         tokenizer: PreTrainedTokenizerBase,
         query_maxlen: int = 64,
-        context_maxlen: int = 128,
+        context_maxlen: int = 448,
         doc_maxlen: int = 256,
         attend_to_mask_tokens: bool = False,
         query_marker: str = "[unused0]",
         doc_marker: str = "[unused1]",
+        mask_punctuation: bool = True,
     ) -> None:
         if query_maxlen < 4 or doc_maxlen < 4:
             raise ValueError("query_maxlen and doc_maxlen must leave room for [CLS], a marker and [SEP] (≥ 4)")
@@ -103,6 +98,7 @@ class FliprTokenizer:
         self.doc_marker_id = tokenizer.convert_tokens_to_ids(doc_marker)
         self.cls_id, self.sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
         self.mask_id, self.pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id
+        self.skiplist = punctuation_ids(tokenizer) if mask_punctuation else frozenset()
 
     def _in_vocab(self, token: str) -> bool:
         token_id = self.tokenizer.convert_tokens_to_ids(token)
@@ -118,9 +114,14 @@ class FliprTokenizer:
         return ids + [self.mask_id] * (self.query_maxlen - len(ids))
 
     def context_ids(self, facts: Sequence[str]) -> list[int]:
-        """Context facts, each followed by [SEP], within ``context_maxlen`` positions: a long
-        context shortens every fact to its share instead of dropping the last ones."""
-        return fit_facts(self._ids(facts), self.context_maxlen, self.sep_id)
+        """Context facts joined by [SEP] and closed by one, within ``context_maxlen`` positions:
+        a longer context loses its tail (the reference's truncation), never the closing [SEP]."""
+        if not facts or self.context_maxlen <= 0:
+            return []
+        joined: list[int] = []
+        for i, fact in enumerate(self._ids(facts)):
+            joined.extend([self.sep_id, *fact] if i else fact)
+        return [*joined[: self.context_maxlen - 1], self.sep_id]
 
     def queries(self, claims: Sequence[str], contexts: Sequence[Sequence[str]] | None = None) -> QueryBatch:
         """Claims plus, per claim, its context facts (already written as ``title | sentence``)."""
@@ -155,7 +156,8 @@ class FliprTokenizer:
         for i, row in enumerate(rows):
             ids[i, : len(row)] = torch.tensor(row)
             attention[i, : len(row)] = 1
-        return DocBatch(ids, attention)
+        punctuation = torch.isin(ids, torch.tensor(sorted(self.skiplist), dtype=torch.long)) if self.skiplist else torch.zeros_like(ids, dtype=torch.bool)
+        return DocBatch(ids, attention, attention.bool() & ~punctuation)
 
     def id_to_token(self, ids: Sequence[int]) -> list[str]:
         return self.tokenizer.convert_ids_to_tokens(list(ids))

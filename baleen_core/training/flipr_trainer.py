@@ -4,9 +4,10 @@ Each example is one hop of one claim: the query is the claim plus the context fa
 hops, the positive is the gold passage assigned to this hop, the negatives are the hop's hard
 negatives. A step scores every query against every passage of the batch (its own positive and
 hard negatives plus the other queries' passages, i.e. in-batch negatives) with FLIPR, and
-minimises the cross-entropy of the positive. Another query's copy of the same positive passage is
-masked out rather than counted as a negative. Mixed precision (fp16 autocast + gradient scaling)
-on CUDA.
+minimises the cross-entropy of the positive. A passage of the batch that is gold for the query's
+claim (another hop's positive of the same claim, or another claim's copy of it) is left out of
+that query's softmax rather than counted as a negative. Mixed precision (fp16 autocast + gradient
+scaling) on CUDA.
 
 Checkpoints, resume and the optimizer come from :mod:`baleen_core.training.loop`.
 """
@@ -32,6 +33,7 @@ class FliprExample:
     context: tuple[str, ...]
     positive: str
     negatives: tuple[str, ...]
+    gold: frozenset[str] = frozenset()  # texts of every gold passage of the claim (the positive included)
 
 
 def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negatives: int) -> torch.Tensor:
@@ -47,15 +49,18 @@ def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negati
     docs = tok.docs(passages).to(device)
     q = flipr.encoder(queries.input_ids, queries.attention_mask)
     d = flipr.encoder(docs.input_ids, docs.attention_mask)
-    scores = flipr_score(q.float(), queries.score_mask, d.float(), docs.attention_mask.bool(), queries.n_claim, flipr.config.k_claim, flipr.config.k_context)
-    return F.cross_entropy(scores.masked_fill(duplicate_positives(examples, passages, targets).to(device), float("-inf")), torch.tensor(targets, device=device))
+    scores = flipr_score(q.float(), queries.score_mask, d.float(), docs.score_mask, queries.n_claim, flipr.config.k_claim, flipr.config.k_context)
+    return F.cross_entropy(scores.masked_fill(gold_in_batch(examples, passages, targets).to(device), float("-inf")), torch.tensor(targets, device=device))
 
 
-def duplicate_positives(examples: Sequence[FliprExample], passages: Sequence[str], targets: Sequence[int]) -> torch.Tensor:
-    """``[queries, passages]`` True where a passage other than the query's own target is the
-    same text as its positive (another query of the batch shares that positive): such a column is
-    no negative and is left out of the query's softmax."""
-    return torch.tensor([[p == e.positive and j != target for j, p in enumerate(passages)] for e, target in zip(examples, targets, strict=True)])
+def gold_in_batch(examples: Sequence[FliprExample], passages: Sequence[str], targets: Sequence[int]) -> torch.Tensor:
+    """``[queries, passages]`` True where a passage other than the query's own target is gold for
+    the query's claim: its positive again (another query shares it) or another of the claim's gold
+    passages (another hop of the same claim is in the batch). Such a column is no negative and is
+    left out of the query's softmax."""
+    return torch.tensor(
+        [[j != target and (p == e.positive or p in e.gold) for j, p in enumerate(passages)] for e, target in zip(examples, targets, strict=True)]
+    )
 
 
 def train_flipr(

@@ -117,3 +117,32 @@ def test_padding_pools_each_span_with_equal_weights(tokenizer, film):
     for row, window in enumerate(windows):
         assert batch.query_pool[row, 1 : window.query_end].tolist() == pytest.approx([1 / (window.query_end - 1)] * (window.query_end - 1))
         assert batch.query_pool[row].sum().item() == pytest.approx(1.0)
+
+
+def test_share_budget_keeps_short_items_whole_and_cuts_long_ones_to_equal_shares():
+    from baleen_core.condensing.layouts import share_budget
+
+    # hand-worked: 3 fits its share of 10; then 10 fits 27 // 2; 50 gets the 17 left
+    assert share_budget([3, 50, 10], 30) == [3, 17, 10]
+    assert share_budget([40, 40, 40], 30) == [10, 10, 10]
+    assert share_budget([2, 3], 100) == [2, 3]
+    assert share_budget([5, 5], 0) == [0, 0]
+
+
+def test_a_claim_that_fills_stage1_query_still_leaves_the_context_half_of_it():
+    from baleen_core.condensing.layouts import stage1_claim_budget
+
+    assert stage1_claim_budget(200, [], 160) == 160  # no context: the claim may fill the query
+    assert stage1_claim_budget(200, [30, 30], 160) == 160 - 62  # the context needs 62 (each fact and its [SEP])
+    assert stage1_claim_budget(200, [100, 100], 160) == 80  # it needs more than half: it gets half
+    assert stage1_claim_budget(40, [100, 100], 160) == 40  # a short claim is never cut
+
+
+def test_stage1_window_of_a_very_long_claim_still_holds_its_context(tokenizer):
+    claim = "word " * 300  # fills any query budget
+    context = ["Glass Harbour | It was directed by Oren Vask.", "Oren Vask | He was born in Aarhus."]
+    window = stage1_windows(tokenizer, claim, context, passage(1, "Title", "One sentence."), query_maxlen=64, window_maxlen=160)[0]
+    for fact in context:
+        ids = tokenizer(fact, add_special_tokens=False)["input_ids"]
+        assert any(window.input_ids[i : i + len(ids)] == ids for i in range(len(window.input_ids))), fact
+    assert window.input_ids[1:33] == tokenizer(claim, add_special_tokens=False)["input_ids"][:32]  # the claim keeps the other half

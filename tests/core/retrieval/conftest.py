@@ -10,7 +10,8 @@ def flipr():
     from baleen_core.config import RetrieverConfig
     from baleen_core.retrieval import Flipr
 
-    return Flipr.load(RetrieverConfig(device="cpu", query_maxlen=32, context_maxlen=24))
+    # the reference's 64 claim positions, of which FLIPR counts 32: claim-side focusing is exercised
+    return Flipr.load(RetrieverConfig(device="cpu", query_maxlen=64, context_maxlen=24))
 
 
 @pytest.fixture(scope="session")

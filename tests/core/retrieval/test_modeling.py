@@ -15,10 +15,12 @@ def test_passage_embeddings_are_unit_vectors_in_input_order(flipr, passages):
     embs, doclens = flipr.encode_passages(texts, batch_size=4)
     assert embs.dtype == np.float16 and embs.shape == (int(doclens.sum()), 128)
     np.testing.assert_allclose(np.linalg.norm(embs.astype(np.float32), axis=1), 1.0, atol=2e-3)
-    assert doclens.tolist() == flipr.tokenizer.doc_lengths(texts)
+    scored = flipr.tokenizer.docs(texts).score_mask.sum(dim=1).tolist()  # punctuation is not stored
+    assert doclens.tolist() == scored and all(n < length for n, length in zip(scored, flipr.tokenizer.doc_lengths(texts), strict=True))
     offsets = np.concatenate([[0], np.cumsum(doclens)])
     for i, text in enumerate(texts):  # batching and sorting by length must not change any vector
-        alone = flipr.encode_doc_batch(flipr.tokenizer.docs([text]))[0].numpy()
+        batch = flipr.tokenizer.docs([text])
+        alone = flipr.encode_doc_batch(batch)[0][batch.score_mask[0]].numpy()
         np.testing.assert_allclose(embs[offsets[i] : offsets[i + 1]].astype(np.float32), alone, atol=3e-3)
 
 

@@ -1,4 +1,10 @@
-"""FLIPR scoring against a brute-force reference written with plain Python loops."""
+"""FLIPR scoring against a brute force written from the reference's ``colbert_score_reduce``.
+
+The reference (stanford-futuredata/ColBERT, ``colbert/modeling/colbert.py``, interaction
+``flipr``): D_padding positions get −9999, each query position takes its max over the document,
+then ``A = top-32 of the first 64 query positions`` and ``B = top-8 of the rest, only if
+8 <= (number of positions after the first 64)``; the score is ``A + B``.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,18 @@ from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, fl
 
 
 def reference_flipr(q, q_mask, d, d_mask, n_claim, k_claim, k_context) -> float:
-    """One query against one document, the slow and obvious way."""
-    claim, context = [], []
+    """One query against one document, the slow and obvious way: the query is only its valid
+    positions (one query searched alone, as the reference's searcher does), ``None`` = every one."""
+    maxsims = []
     for i in range(q.shape[0]):
-        if not q_mask[i]:
-            continue
-        best = max(float(q[i] @ d[j]) for j in range(d.shape[0]) if d_mask[j])
-        (claim if i < n_claim else context).append(best)
-
-    def top(values, k):
-        values = sorted(values, reverse=True)
-        return sum(values if k is None else values[:k])
-
-    return top(claim, k_claim) + top(context, k_context)
+        if q_mask[i]:
+            maxsims.append(max(float(q[i] @ d[j]) if d_mask[j] else -9999.0 for j in range(d.shape[0])))
+    claim, context = maxsims[:n_claim], maxsims[n_claim:]
+    a = sum(sorted(claim, reverse=True)[: len(claim) if k_claim is None else k_claim])
+    if k_context is None:
+        return a + sum(context)
+    b = sum(sorted(context, reverse=True)[:k_context]) if k_context <= len(context) else 0.0
+    return a + b
 
 
 def random_batch(seed, batch=3, n_docs=5, n_claim=16, n_context=12, doc_len=9, dim=8):
@@ -29,7 +34,7 @@ def random_batch(seed, batch=3, n_docs=5, n_claim=16, n_context=12, doc_len=9, d
     q = torch.nn.functional.normalize(torch.randn(batch, n_claim + n_context, dim, generator=gen), dim=-1)
     d = torch.nn.functional.normalize(torch.randn(n_docs, doc_len, dim, generator=gen), dim=-1)
     q_mask = torch.ones(batch, n_claim + n_context, dtype=torch.bool)
-    context_lengths = [0, 3, n_context][:batch]  # none, fewer than k_context, more than k_context
+    context_lengths = [0, 3, n_context][:batch]  # none, fewer than k_context (no context term at all), more than k_context
     for b, n in enumerate(context_lengths):
         q_mask[b, n_claim + n :] = False
     d_mask = torch.ones(n_docs, doc_len, dtype=torch.bool)
@@ -86,6 +91,18 @@ def test_counted_positions_are_the_ones_summed():
     sims = maxsim(q, d, d_mask)
     for b, n_context in enumerate([0, 3, 12]):
         counted = counted_positions(sims[b, 0], q_mask[b], 16, 8, 4)
-        assert int(counted[:16].sum()) == 8 and int(counted[16:].sum()) == min(4, n_context)
+        assert int(counted[:16].sum()) == 8 and int(counted[16:].sum()) == (4 if n_context >= 4 else 0)
         score = flipr_aggregate(sims[b, 0], q_mask[b], 16, 8, 4)
         assert float(sims[b, 0][counted].sum()) == pytest.approx(float(score), abs=1e-5)
+
+
+def test_a_context_shorter_than_k_context_adds_nothing_hand_worked():
+    # 2 claim positions (k_claim 1) and context positions with MaxSims 0.9, 0.8, 0.7
+    maxsims = torch.tensor([0.2, 0.6, 0.9, 0.8, 0.7])
+    mask = torch.ones(5, dtype=torch.bool)
+    assert float(flipr_aggregate(maxsims, mask, 2, 1, 3)) == pytest.approx(0.6 + 0.9 + 0.8 + 0.7)  # 3 positions, k = 3: counted
+    assert float(flipr_aggregate(maxsims, mask, 2, 1, 4)) == pytest.approx(0.6)  # 3 < 4: the reference adds no context term
+    assert float(flipr_aggregate(maxsims, mask, 2, 1, 2)) == pytest.approx(0.6 + 0.9 + 0.8)
+    short = mask.clone()
+    short[4] = False  # padding: two valid context positions, fewer than 3
+    assert float(flipr_aggregate(maxsims, short, 2, 1, 3)) == pytest.approx(0.6)

@@ -41,7 +41,7 @@ def test_exhaustive_equals_brute_force_flipr(flipr, corpus, fp16_searcher):
     q, batch = flipr.encode_queries([CLAIM])
     docs = flipr.tokenizer.docs(corpus)
     d = flipr.encode_doc_batch(docs)
-    expected = flipr_score(q, batch.score_mask, d, docs.attention_mask.bool(), batch.n_claim, 32, 8)[0]
+    expected = flipr_score(q, batch.score_mask, d, docs.score_mask, batch.n_claim, 32, 8)[0]
     got = {h.pid: h.score for h in hits}
     for i in range(len(corpus)):
         assert got[i * 10 + 3] == pytest.approx(float(expected[i]), abs=2e-2)  # fp16 storage
@@ -87,11 +87,48 @@ def test_explanation_counts_k_claim_and_k_context_positions(fp16_searcher, corpu
     score, matches = fp16_searcher.explain(CLAIM, context, corpus[2])
     claim = [m for m in matches if m.part == "claim"]
     ctx = [m for m in matches if m.part == "context"]
-    assert len(claim) == 32 and sum(m.counted for m in claim) == 32  # query_maxlen=32 in the fixture: all count
+    assert len(claim) == 64 and sum(m.counted for m in claim) == 32  # the best 32 of the 64 claim positions count
     assert sum(m.counted for m in ctx) == 8 and len(ctx) > 8
     assert score == pytest.approx(sum(m.similarity for m in matches if m.counted), abs=1e-4)
     # embeddings are L2-normalised, so every MaxSim is a cosine
     assert all(m.doc_token for m in matches) and all(-1 - 1e-4 <= m.similarity <= 1 + 1e-4 for m in matches)
+
+
+LONG_CLAIM = (
+    "An Australian actress and producer who starred in a 2014 thriller film directed by a Danish director born in the "
+    "second-largest city in Denmark also appeared alongside an indie rock band from a city in West Yorkshire, England."
+)
+
+
+def test_a_claim_longer_than_k_claim_tokens_is_scored_by_its_best_32_positions(flipr, corpus, fp16_searcher):
+    n_tokens = len(flipr.tokenizer.tokenizer(LONG_CLAIM, add_special_tokens=False)["input_ids"])
+    assert 32 < n_tokens < 61  # more real claim tokens than FLIPR counts, none cut by query_maxlen
+    q, batch = flipr.encode_queries([LONG_CLAIM])
+    docs = flipr.tokenizer.docs(corpus)
+    d = flipr.encode_doc_batch(docs)
+    focused = flipr_score(q, batch.score_mask, d, docs.score_mask, batch.n_claim, 32, 8)[0]
+    every = flipr_score(q, batch.score_mask, d, docs.score_mask, batch.n_claim, None, None)[0]
+    hits = {h.pid: h.score for h in fp16_searcher.exhaustive([LONG_CLAIM], k=len(corpus))[0]}
+    for i in range(len(corpus)):
+        assert hits[i * 10 + 3] == pytest.approx(float(focused[i]), abs=2e-2)  # fp16 storage
+    # focusing changes which passages win, not only the scale: the two rankings differ
+    assert torch.argsort(focused, descending=True).tolist() != torch.argsort(every, descending=True).tolist()
+    _, matches = fp16_searcher.explain(LONG_CLAIM, [], corpus[0])
+    real = [m for m in matches if m.part == "claim" and m.query_token != "[MASK]"]
+    assert len(real) > 32 and not all(m.counted for m in real)  # some of the claim's own tokens do not count
+
+
+def test_punctuation_is_never_matched_in_a_passage(flipr, corpus):
+    claim = "Leeds | a city in West Yorkshire, England."  # its '|', ',' and '.' match the passages' best when they may
+    q, batch = flipr.encode_queries([claim])
+    docs = flipr.tokenizer.docs(corpus)
+    d = flipr.encode_doc_batch(docs)
+    assert bool((docs.score_mask != docs.attention_mask.bool()).any())  # some tokens are punctuation
+    without = flipr_score(q, batch.score_mask, d, docs.score_mask, batch.n_claim, 32, 8)[0]
+    with_punctuation = flipr_score(q, batch.score_mask, d, docs.attention_mask.bool(), batch.n_claim, 32, 8)[0]
+    assert bool((with_punctuation >= without - 1e-6).all()) and bool((with_punctuation > without + 1e-3).any())
+    _, matches = FliprSearcher(flipr, make_index(flipr, corpus[:6], kind="fp16"), nprobe=2).explain(claim, [], corpus[5])
+    assert not {m.doc_token for m in matches} & {"|", ",", "."}
 
 
 def test_rank_and_score_agree_with_search(fp16_searcher):

@@ -25,7 +25,9 @@ def test_query_is_claim_padded_with_mask_then_context(hf_tokenizer):
     assert ids[2 : 2 + len(claim)] == claim and ids[2 + len(claim)] == hf_tokenizer.sep_token_id
     assert set(ids[3 + len(claim) : 16]) == {hf_tokenizer.mask_token_id}
     context = ids[16:]
-    assert len(context) == 12 and hf_tokenizer.sep_token_id in context  # truncated to context_maxlen
+    first = hf_tokenizer("Glass Harbour | A film.", add_special_tokens=False)["input_ids"]
+    # the reference's context: the facts joined by [SEP], its tail cut to context_maxlen, the closing [SEP] kept
+    assert context == [*first, hf_tokenizer.sep_token_id, *hf_tokenizer("Oren Vask | A director.", add_special_tokens=False)["input_ids"]][:11] + [hf_tokenizer.sep_token_id]
     assert batch.n_claim == 16 and bool(batch.score_mask[0].all())
     # real tokens do not attend to the [MASK] padding (ColBERT's default), but the [MASK]s still count
     assert batch.attention_mask[0, :16].tolist() == [int(t != hf_tokenizer.mask_token_id) for t in ids[:16]]
@@ -37,6 +39,27 @@ def test_batch_pads_context_and_masks_it_out(hf_tokenizer):
     assert batch.input_ids.shape[1] > 16
     assert not bool(batch.score_mask[0, 16:].any()) and bool(batch.score_mask[1, 16:].any())
     assert int(batch.attention_mask[0, 16:].sum()) == 0
+
+
+def test_a_context_that_fits_is_every_fact_joined_by_sep(hf_tokenizer):
+    tok = FliprTokenizer(hf_tokenizer, query_maxlen=16, context_maxlen=448)
+    facts = ["Glass Harbour | A film.", "Oren Vask | A director."]
+    ids = [hf_tokenizer(f, add_special_tokens=False)["input_ids"] for f in facts]
+    sep = hf_tokenizer.sep_token_id
+    assert tok.context_ids(facts) == [*ids[0], sep, *ids[1], sep]
+    assert tok.context_ids([]) == [] and FliprTokenizer(hf_tokenizer, context_maxlen=0).context_ids(facts) == []
+
+
+def test_documents_are_scored_without_their_punctuation(hf_tokenizer):
+    texts = ["Leeds | Leeds is a city, in England.", "Aarhus | Aarhus"]
+    batch = FliprTokenizer(hf_tokenizer).docs(texts)
+    tokens = hf_tokenizer.convert_ids_to_tokens(batch.input_ids[0].tolist())
+    scored = [t for t, keep in zip(tokens, batch.score_mask[0].tolist(), strict=True) if keep]
+    assert scored == ["[CLS]", "[unused1]", "leeds", "leeds", "is", "a", "city", "in", "england", "[SEP]"]
+    assert batch.attention_mask[0].sum() == len(scored) + 3  # '|', ',' and '.' are still read by the encoder
+    assert not bool(batch.score_mask[1, batch.attention_mask[1].sum() :].any())  # padding is never scored
+    kept = FliprTokenizer(hf_tokenizer, mask_punctuation=False).docs(texts)
+    assert torch.equal(kept.score_mask, kept.attention_mask.bool())
 
 
 def test_long_claims_are_truncated_to_the_claim_budget(hf_tokenizer):
@@ -68,16 +91,6 @@ def test_tokenizer_without_mask_token_is_refused(hf_tokenizer):
     with pytest.raises(ValueError, match="mask_token"):
         FliprTokenizer(broken)
     assert FliprTokenizer(hf_tokenizer).queries(["ok"]).input_ids[0, -1].item() == hf_tokenizer.mask_token_id  # the original pads with [MASK]
-
-
-def test_share_budget_keeps_short_items_whole_and_cuts_long_ones_to_equal_shares():
-    from baleen_core.retrieval.tokenization import share_budget
-
-    # hand-worked: 3 fits its share of 10; then 10 fits 27 // 2; 50 gets the 17 left
-    assert share_budget([3, 50, 10], 30) == [3, 17, 10]
-    assert share_budget([40, 40, 40], 30) == [10, 10, 10]
-    assert share_budget([2, 3], 100) == [2, 3]
-    assert share_budget([5, 5], 0) == [0, 0]
 
 
 #: Five long facts, as stage 2 keeps at most five: every one must reach FLIPR and stage 1.

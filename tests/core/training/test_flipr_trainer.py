@@ -73,7 +73,7 @@ def test_finished_training_is_not_repeated(small_flipr, tmp_path):
 
 
 def test_another_querys_copy_of_the_positive_is_no_negative(small_flipr):
-    from baleen_core.training.flipr_trainer import duplicate_positives
+    from baleen_core.training.flipr_trainer import gold_in_batch
 
     shared = "Zorvik | Zorvik flies a red flag."
     batch = [
@@ -81,7 +81,7 @@ def test_another_querys_copy_of_the_positive_is_no_negative(small_flipr):
         FliprExample("Red is the flag of the town.", (), shared, ("Elsewhere | Elsewhere flies a green flag.",)),
     ]
     passages = [shared, batch[0].negatives[0], shared, batch[1].negatives[0]]
-    mask = duplicate_positives(batch, passages, [0, 2])
+    mask = gold_in_batch(batch, passages, [0, 2])
     assert mask.tolist() == [[False, False, True, False], [True, False, False, False]]
     # the loss equals the one computed by hand over the unmasked columns only
     from baleen_core.retrieval.scoring import flipr_score
@@ -91,6 +91,26 @@ def test_another_querys_copy_of_the_positive_is_no_negative(small_flipr):
         loss = float(flipr_batch_loss(small_flipr, batch, hard_negatives=1))
         tok = small_flipr.tokenizer
         q, d = tok.queries([e.claim for e in batch]), tok.docs(passages)
-        scores = flipr_score(small_flipr.encoder(q.input_ids, q.attention_mask), q.score_mask, small_flipr.encoder(d.input_ids, d.attention_mask), d.attention_mask.bool(), q.n_claim, 32, 8)
+        scores = flipr_score(small_flipr.encoder(q.input_ids, q.attention_mask), q.score_mask, small_flipr.encoder(d.input_ids, d.attention_mask), d.score_mask, q.n_claim, 32, 8)
         by_hand = [float(torch.logsumexp(scores[0, [0, 1, 3]], 0) - scores[0, 0]), float(torch.logsumexp(scores[1, [1, 2, 3]], 0) - scores[1, 2])]
     assert loss == pytest.approx(sum(by_hand) / 2, abs=1e-4)
+
+
+def test_another_gold_passage_of_the_same_claim_is_no_negative():
+    from baleen_core.training.flipr_trainer import gold_in_batch
+
+    first, second = "Glass Harbour | A 2014 film by Oren Vask.", "Oren Vask | A Danish director."
+    claim = "Glass Harbour was directed by a Dane."
+    batch = [
+        FliprExample(claim, (), first, ("Leeds | A city.",), frozenset({first, second})),  # hop 1 of the claim
+        FliprExample(claim, ("Glass Harbour | A 2014 film by Oren Vask.",), second, ("Aarhus | A city.",), frozenset({first, second})),  # hop 2
+        FliprExample("Tin Lanterns come from Leeds.", (), "Tin Lanterns | A band.", (second,), frozenset({"Tin Lanterns | A band."})),
+    ]
+    passages = [first, "Leeds | A city.", second, "Aarhus | A city.", "Tin Lanterns | A band.", second]
+    mask = gold_in_batch(batch, passages, [0, 2, 4])
+    # hop 1 does not count hop 2's positive (nor the third claim's negative, the same passage) against its own
+    assert mask.tolist() == [
+        [False, False, True, False, False, True],
+        [True, False, False, False, False, True],
+        [False, False, False, False, False, False],  # another claim's gold passage stays a negative for this one
+    ]
