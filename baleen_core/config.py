@@ -178,6 +178,13 @@ class LabelConfig(_Strict):
     depth: int = Field(default=100, ge=1, description="Ranks beyond this count as 'not reached'.")
     n_negatives: int = Field(default=8, ge=1, description="Hard negatives kept per hop.")
     max_claims: int | None = Field(default=None, ge=1, description="Label only the first N training claims (smoke runs).")
+    held_out_share: float = Field(
+        default=0.2, ge=0, lt=1,
+        description="Share of the training claims (whole HotpotQA questions) that no label round labels, so that neither FLIPR nor the "
+        "condensers train on them: the engine runs over them and the reader trains on their final facts, shaped as the engine hands "
+        "them for a new claim. 0 holds none out (the reader then trains on gold facts alone).",
+    )
+    held_out_seed: int = Field(default=0, description="Seed of the held-out claims' draw.")
 
     @property
     def condenser_round(self) -> int:
@@ -243,15 +250,18 @@ ReaderRewrite = Literal["swap", "drop", "shuffle"]
 
 
 class ReaderTrainingConfig(OptimizerConfig):
-    """The reader on claim + facts: the pipeline's own condensed facts and the gold facts."""
+    """The reader on claim + facts: the engine's final facts for the held-out training claims
+    (``labels.held_out_share``: no retriever or condenser trained on them) and the gold facts of
+    training claims. ``max_examples`` caps the other training claims read for their gold facts."""
 
     lr: float = Field(default=5e-5, gt=0, description="AdamW learning rate of the backbone.")
 
     epochs: int = Field(default=2, ge=1)
-    inputs: Literal["both", "condensed", "gold"] = Field(
-        default="both", description="Training facts per claim: the condenser's output, the gold facts, or one example of each."
+    inputs: Literal["both", "engine", "gold"] = Field(
+        default="both",
+        description="Training facts: 'engine', the held-out claims' final facts from an engine run; 'gold', gold facts (of the held-out "
+        "claims and up to max_examples other training claims); 'both'.",
     )
-    negative_passages: int = Field(default=8, ge=0, description="Hard-negative passages per hop the condenser reads when producing facts.")
     validation_share: float = Field(default=0.05, ge=0, lt=1)
     # Off by default: at 2 epochs on held-out hover-mini training claims the three rewrites cost
     # 0.078 of accuracy (benchmarks/results/reader-rewrites.json); longer budgets are not measured.
@@ -296,9 +306,11 @@ class CondenserConfig(_Strict):
     fact_maxlen: int = Field(default=40, ge=4, description="Stage 2: tokens per fact at most (fewer when many facts must fit).")
     stage2_maxlen: int = Field(default=512, ge=64, le=512)
     top_facts: int = Field(default=9, ge=1, description="Stage-2 input size: context facts first, then the best new stage-1 facts (Baleen: 9).")
-    max_kept: int = Field(default=5, ge=1, description="Facts stage 2 keeps at most, the best ones above the threshold (Baleen: 5).")
-    min_kept: int = Field(default=1, ge=0, description="Facts kept even below the threshold (the reference: 0; see the engine's docstring).")
-    stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact is kept (0 = P > 0.5, as Baleen); the evaluation calibrates it on held-out training claims.")
+    max_kept: int = Field(default=5, ge=1, description="Stage 2's best facts both rules read: the next hop's context and the evidence (Baleen: 5).")
+    min_kept: int = Field(default=0, ge=0, description="Context facts kept even below the threshold (the reference: 0).")
+    stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact joins the next hop's context (0 = P > 0.5, as Baleen).")
+    evidence_min_facts: int = Field(default=2, ge=1, description="The evidence keeps every fact above min(0, this-th best score): at least this many (the reference's L3x: 2).")
+    evidence_max_passages: int = Field(default=4, ge=1, description="The evidence keeps the facts of this many distinct passages at most, the best first (the reference's L3x: 4).")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # per stage: stage 1 reads every sentence of every retrieved passage (most of the engine's time),
@@ -324,6 +336,8 @@ class CondenserConfig(_Strict):
             raise ValueError(f"max_kept ({self.max_kept}) must be below top_facts ({self.top_facts}), or a full context leaves stage 2 no room for new facts")
         if self.min_kept > self.max_kept:
             raise ValueError(f"min_kept ({self.min_kept}) cannot exceed max_kept ({self.max_kept})")
+        if self.evidence_min_facts > self.max_kept:
+            raise ValueError(f"evidence_min_facts ({self.evidence_min_facts}) cannot exceed max_kept ({self.max_kept}), the facts the evidence is chosen from")
         return self
 
 
@@ -378,9 +392,10 @@ class EvaluationConfig(_Strict):
     seed: int = 0
     worst_claims: int = Field(default=5, ge=0, description="HTML traces written for the full system's worst claims.")
     calibrate_stage2: bool = Field(
-        default=True,
-        description="Run the full system on held-out training claims once per threshold in stage2_thresholds and set condenser.stage2_threshold "
-        "to the one whose final facts score the best F1 (never on the evaluated split).",
+        default=False,
+        description="Run the full system on held-out training claims (labels.held_out_share) once per threshold in stage2_thresholds and set "
+        "condenser.stage2_threshold, the context rule's, to the one whose final facts score the best F1 (never on the evaluated split). "
+        "Off: the reference's threshold 0.",
     )
     stage2_thresholds: list[float] = Field(
         # the grid's best value on hover-mini's held-out training claims sat at its top edge twice
@@ -392,7 +407,7 @@ class EvaluationConfig(_Strict):
         "with P above 0.98, 0.95, 0.88, 0.73, 0.5, 0.27, 0.12.",
     )
     calibration_claims: int = Field(
-        default=48, ge=1, description="Held-out training claims the calibration runs on: stage 2's validation claims, then claims stage 2 never read."
+        default=48, ge=1, description="Held-out training claims the calibration runs on, at most (of those no label round labelled)."
     )
 
 
@@ -524,6 +539,6 @@ def demo_preset() -> BaleenConfig:
             # hard negative stage 2 never saw the name-sharing look-alikes it must drop. Gold and own
             # earlier context; a fifth of its claims held out to calibrate the threshold on (docs/demo.md)
             stage2=Stage2TrainingConfig(max_examples=400, epochs=2, negative_passages=8, context="both", validation_share=0.2),
-            reader=ReaderTrainingConfig(max_examples=120, epochs=1, negative_passages=1),
+            reader=ReaderTrainingConfig(max_examples=120, epochs=1),
         ),
     )

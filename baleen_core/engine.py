@@ -1,7 +1,8 @@
 """The multi-hop engine: retrieve → condense (stage 1, stage 2) → next hop … → read.
 
 For each claim and hop 1..H (H = the claim's ``num_hops`` unless ``hops`` fixes it), as the
-reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py``) does:
+reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py`` and
+``baleen/condenser/condense.py``) does:
 
 1. **Retrieve** the top ``depth`` passages (100) for claim + context facts. The condensers read
    the best ``k`` of them (``depth // H`` unless ``k`` is given: 50 / 33 / 25 for 2 / 3 / 4 hops)
@@ -9,27 +10,36 @@ reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py``) doe
    may come back: gold passages missed at hop 1 can still be found later.
 2. **Stage 1** ranks every sentence of those passages given claim + context.
 3. **Stage 2** reads the context facts first, then the best new stage-1 facts, ``top_facts`` (9)
-   in all, ranks them jointly and keeps the best ``max_kept`` (5) that score above the threshold.
-4. The kept facts, best first, are the next hop's context (stage 2 may drop an earlier fact);
-   the last hop's kept facts are the claim's evidence, so a claim ends with at most ``max_kept``.
+   in all, and scores them jointly. Two rules read its best ``max_kept`` (5) scores:
+4. the **context** of the next hop: those scoring above the threshold (0, P > 0.5;
+   :func:`~baleen_core.condensing.kept_facts`), so stage 2 may drop an earlier fact, and a hop
+   whose facts all score below 0 hands on an empty context, as the reference does;
+5. the **evidence**: those above min(0, the second best) — at least 2 — from the first 4
+   distinct passages (the reference's ``L3x``; :func:`~baleen_core.condensing.evidence_facts`).
+   The last hop's evidence is the claim's final facts: 2 to 5 facts from at most 4 passages.
 
 After the last hop the reader gives P(SUPPORTED) from claim + the final facts. All claims at the
 same hop are condensed in one batched call.
 
 **Retrieval@depth pool.** Each hop adds its ranking's passages, in rank order and without repeats,
-to the claim's pool until the pool holds ``k × hop`` (``depth`` at the last hop): Retrieval@100 is
-"every gold passage among the first 100 distinct passages retrieved over the hops", as the
-reference counts it. ``HopTrace.pool`` is what each hop added.
+to the claim's pool until the pool holds ``k × hop`` (``depth`` at the last hop): Retrieval@depth
+(Retrieval@100 at the reference's depth) is "every gold passage among the first ``depth``
+distinct passages retrieved over the hops", as the reference counts it. ``HopTrace.pool`` is what
+each hop added; a gold passage is *first retrieved* at the hop that added it to the pool.
 
 Edge cases, decided:
 
-- *No fact scores above the threshold at stage 2*: the best ``min_kept`` facts are kept anyway
-  (default 1; the reference keeps none, ``min_kept = 0``): every HoVer claim has evidence, so an
-  empty set is never right, and an empty context would send the next hop back to the claim alone.
+- *Stage 2 reads fewer than 2 facts* (a hop whose passages hold one sentence and no context):
+  the evidence is what it read (the reference would fail on it).
 - *The corpus runs out*: a hop simply reads fewer (or no) passages.
+- *A retrieved passage the corpus has no text for*: an error naming it (the index was built from
+  other passages), never a passage silently left out of the hop.
 - *A claim longer than the query budget*: the tokenizers cut it (FLIPR keeps the first
-  ``query_maxlen`` claim tokens, the condensers ``claim_maxlen``); it is never dropped. Context
-  facts share their budget so that none is cut away (``fit_facts``).
+  ``query_maxlen`` claim tokens, the condensers ``claim_maxlen``); it is never dropped. FLIPR's
+  context loses its tail past 448 positions, as the reference's; stage 1's context always keeps
+  at least half its query (``stage1_claim_budget``).
+- *Depth not divisible by H* (100 for 3 hops): the reference refuses it; here each hop reads
+  ``depth // H`` and the last hop fills the pool to ``depth``.
 - *Single-hop* (``single_hop=True``, a baseline): one retrieval from the claim alone, whose best
   ``k × H`` passages (the same passage budget as the hop loop) go through one condensing pass.
 """
@@ -66,7 +76,8 @@ class HopTrace:
     hop: int
     retrieved: list[tuple[int, float]]  # the passages the condensers read at this hop, best first
     stage1_top: list[tuple[Sentence, float]]  # what stage 2 read that was new at this hop, with stage-1 scores
-    kept: list[tuple[Sentence, float]]
+    kept: list[tuple[Sentence, float]]  # the next hop's context, best first
+    evidence: list[tuple[Sentence, float]] = field(default_factory=list)  # the L3x facts, best first: the claim's final facts at its last hop
     pool: list[int] = field(default_factory=list)  # passages this hop added to the Retrieval@depth pool
     stage2: list[tuple[Sentence, float]] = field(default_factory=list)  # everything stage 2 read (context first), with stage-2 scores
 
@@ -74,8 +85,8 @@ class HopTrace:
 @dataclass
 class Verdict:
     uid: str
-    prob_supported: float
-    facts: list[tuple[Sentence, float]]
+    prob_supported: float | None  # None when no reader read it (the reader's own training facts)
+    facts: list[tuple[Sentence, float]]  # the last hop's evidence
     hops: list[HopTrace] = field(default_factory=list)
 
     @property
@@ -124,7 +135,7 @@ def verify_claims(
     passages_of: Callable[[set[int]], dict[int, PassageSentences]],
     stage1: SequenceModel,
     stage2: SequenceModel,
-    reader: SequenceModel,
+    reader: SequenceModel | None,
     condenser: CondenserConfig,
     reader_config: ReaderConfig,
     depth: int = DEFAULT_DEPTH,
@@ -133,8 +144,9 @@ def verify_claims(
     on_hop: Callable[[int, int], None] | None = None,
     single_hop: bool = False,
 ) -> list[Verdict]:
-    """Run the hop loop over ``claims`` and read a verdict for each (see the module docstring).
-    ``on_hop(hop, claims)`` is called after each hop with the number of claims it advanced."""
+    """Run the hop loop over ``claims`` and read a verdict for each (see the module docstring);
+    without a ``reader`` the verdicts carry the hops and final facts only (``prob_supported``
+    None). ``on_hop(hop, claims)`` is called after each hop with the number of claims it advanced."""
     return verify_claims_at_thresholds(
         claims, [condenser.stage2_threshold], retriever, passages_of, stage1, stage2, reader, condenser, reader_config,
         depth=depth, k=k, hops=hops, on_hop=on_hop, single_hop=single_hop,
@@ -148,7 +160,7 @@ def verify_claims_at_thresholds(
     passages_of: Callable[[set[int]], dict[int, PassageSentences]],
     stage1: SequenceModel,
     stage2: SequenceModel,
-    reader: SequenceModel,
+    reader: SequenceModel | None,
     condenser: CondenserConfig,
     reader_config: ReaderConfig,
     depth: int = DEFAULT_DEPTH,
@@ -157,11 +169,12 @@ def verify_claims_at_thresholds(
     on_hop: Callable[[int, int], None] | None = None,
     single_hop: bool = False,
 ) -> list[list[Verdict]]:
-    """:func:`verify_claims` once per stage-2 threshold (``condenser.stage2_threshold`` is not
-    read), as one list of verdicts per threshold, in order. What the runs have in common is done
-    once: a claim whose context is the same under several thresholds (at hop 1 it is always
-    empty) is retrieved, condensed and scored once, and only the keep rule differs; the reader
-    reads the same claim and final facts once. ``on_hop(hop, n)`` counts claim × threshold runs."""
+    """:func:`verify_claims` once per stage-2 threshold of the context rule
+    (``condenser.stage2_threshold`` is not read), as one list of verdicts per threshold, in order.
+    What the runs have in common is done once: a claim whose context is the same under several
+    thresholds (at hop 1 it is always empty) is retrieved, condensed and scored once, and only the
+    context rule differs; the reader reads the same claim and final facts once. ``on_hop(hop, n)``
+    counts claim × threshold runs."""
     budget = {c.uid: hops or c.num_hops for c in claims}
     per_hop = {c.uid: passages_per_hop(depth, budget[c.uid], k) for c in claims}
     if single_hop:
@@ -182,7 +195,9 @@ def verify_claims_at_thresholds(
         )
         read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims_of, facts, rankings, strict=True)]
         texts = passages_of({pid for r in read for pid, _ in r})
-        passages = [[texts[pid] for pid, _ in r if pid in texts] for r in read]
+        if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
+            raise MissingPassageText(missing)
+        passages = [[texts[pid] for pid, _ in r] for r in read]
         condensed = condense_hop(stage1, stage2, [c.claim for c in claims_of], facts, passages, condenser)
         query_of = {key: q for q, key in enumerate(shared)}
         for r in active:
@@ -194,21 +209,38 @@ def verify_claims_at_thresholds(
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            traces[r].append(HopTrace(hop, list(read[q]), new, kept, added, list(zip(result.candidates, result.scores, strict=True))))
+            stage2_read = list(zip(result.candidates, result.scores, strict=True))
+            traces[r].append(HopTrace(hop, list(read[q]), new, kept, list(result.evidence), added, stage2_read))
         for r in active:
             context[r] = traces[r][-1].kept
         if on_hop is not None:
             on_hop(hop, len(active))
-    finals = _distinct_queries(runs, context, range(len(runs)))
-    probs = read_verdicts(reader, [runs[r][0].claim for r in finals.values()], [[s.fact for s, _ in context[r]] for r in finals.values()], reader_config)
-    prob_of = dict(zip(finals, probs, strict=True))
-    verdicts = [Verdict(c.uid, prob_of[_query_key(runs, context, r)], context[r], traces[r]) for r, (c, _) in enumerate(runs)]
+    final = [trace[-1].evidence if trace else [] for trace in traces]
+    prob_of: dict[tuple, float | None] = {}
+    if reader is not None:
+        finals = _distinct_queries(runs, final, range(len(runs)))
+        probs = read_verdicts(reader, [runs[r][0].claim for r in finals.values()], [[s.fact for s, _ in final[r]] for r in finals.values()], reader_config)
+        prob_of = dict(zip(finals, probs, strict=True))
+    verdicts = [Verdict(c.uid, prob_of.get(_query_key(runs, final, r)), final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
 
 
-def _query_key(runs: Sequence[tuple[ClaimInput, int]], context: Sequence[Sequence[tuple[Sentence, float]]], r: int) -> tuple:
-    """What a run's next step depends on: its claim and its context facts, in order."""
-    return (runs[r][0].uid, tuple(s.key for s, _ in context[r]))
+class MissingPassageText(LookupError):
+    """Retrieved passages the corpus holds no sentences for: the index and the passages disagree."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        shown = ", ".join(map(str, pids[:5])) + (f" and {len(pids) - 5} more" if len(pids) > 5 else "")
+        super().__init__(
+            f"the retriever returned {len(pids)} passage(s) the corpus has no text for (pid {shown}): the index was built from "
+            "other passages than the ones given; rebuild it for these passages with `baleen index --force`"
+        )
+        self.pids = list(pids)
+
+
+def _query_key(runs: Sequence[tuple[ClaimInput, int]], facts: Sequence[Sequence[tuple[Sentence, float]]], r: int) -> tuple:
+    """What a run's next step depends on: its claim and its facts (the context, or at the end
+    the final facts), in order."""
+    return (runs[r][0].uid, tuple(s.key for s, _ in facts[r]))
 
 
 def _distinct_queries(runs, context, indices) -> dict[tuple, int]:

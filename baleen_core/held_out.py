@@ -1,8 +1,11 @@
-"""Which training claims are held out: one seeded rule for every stage that needs unseen claims.
+"""Which training claims are held out: seeded rules for every stage that needs unseen claims.
 
-The condensers' and the reader's validation curves, the stage-2 threshold calibration and the
-reader checks all hold out whole claims (never single hops, so no claim is half seen), chosen the
-same way from the same seed, so "held out" means the same claims wherever it is used.
+- :func:`held_out_training_claims`: the training claims no retriever or condenser trains on
+  (``labels.held_out_share``, split by HotpotQA question as hover-mini splits train from dev):
+  the engine runs over them to make the reader's training facts, so the reader learns from facts
+  as the engine hands them for a claim it has never seen.
+- :func:`held_out_uids`: the condensers' and the reader's validation curves hold out whole claims
+  (never single hops, so no claim is half seen), chosen the same way from the same seed.
 """
 
 from __future__ import annotations
@@ -66,3 +69,15 @@ def split_by_question(claims: Sequence[Mapping], share: float, seed: int) -> tup
             break
         held.update(group)
     return [c for i, c in enumerate(claims) if i not in held], [c for i, c in enumerate(claims) if i in held]
+
+
+def held_out_training_claims(claims: Sequence[Mapping], share: float, seed: int) -> set[str]:
+    """uids of the training claims (``uid``, ``hpqa_id``, ``supporting_facts``) that no retriever
+    or condenser trains on: whole :func:`question_groups` (a question's claims, or a gold-title
+    set's) up to ``share`` of the claims, seeded, taken from the claims in uid order so that the
+    choice does not depend on the order they were read in."""
+    if share <= 0:
+        return set()
+    ordered = sorted(claims, key=lambda c: c["uid"])
+    _, held = split_by_question(ordered, share, seed)
+    return {c["uid"] for c in held}

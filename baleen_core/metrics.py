@@ -3,7 +3,9 @@
 - ``set_prf``: HotpotQA/HoVer's supporting-fact metric, precision, recall and F1 of the predicted
   set against the gold set, and exact match; on (pid, sid) pairs it is the sentence metric, on
   pids the passage metric. Nothing predicted gives precision 0; an empty gold set is refused.
-- ``retrieval_at_k``: all gold passages among the first k retrieved.
+- ``retrieval_at_k``: all gold passages among the first k retrieved (Retrieval@depth: the claim's
+  whole pool, the first ``depth`` distinct passages retrieved over its hops; Retrieval@100 at the
+  reference's depth).
 - ``hover_score``: label right and evidence from every gold passage, as HoVer counts it.
 - ``score_claim``: all of them for one claim the engine verified; ``summarize_metrics`` averages
   them by hop count (``by_hop_count``) with percentile-bootstrap confidence intervals (``bootstrap_ci``);
@@ -86,10 +88,16 @@ CLAIM_METRICS = (
     "sentence_em",
     "sentence_f1",
     "retrieval_at_hops",
-    "retrieval_at_100",
+    "retrieval_at_depth",
     "label_accuracy",
     "hover_score",
 )
+
+
+def metric_label(metric: str, depth: int | None = None) -> str:
+    """A metric's name in tables and plots: ``retrieval_at_depth`` by the depth it measures
+    (``retrieval@100`` at the reference's depth, ``retrieval@30`` in the demo)."""
+    return f"retrieval@{depth}" if metric == "retrieval_at_depth" and depth else metric
 
 
 def score_claim(
@@ -100,6 +108,7 @@ def score_claim(
     num_hops: int,
     predicted_label: str,
     gold_label: str | None,
+    depth: int,
 ) -> dict[str, float | None]:
     """HoVer's metrics for one claim from what the engine produced.
 
@@ -109,8 +118,9 @@ def score_claim(
     facts; ``num_hops`` the hops HoVer's score counts evidence for. The passage metrics compare the
     passages of the final facts with the gold passages, the sentence metrics the facts with the
     gold facts. ``retrieval_at_hops``: every gold passage was read by the condensers;
-    ``retrieval_at_100``: every gold passage is among the pool's first 100. With no gold label (a
-    test split) the label metrics are None."""
+    ``retrieval_at_depth``: every gold passage is among the pool's first ``depth`` (the engine's
+    retrieval depth, so the whole pool). With no gold label (a test split) the label metrics are
+    None."""
     gold = set(gold)
     gold_pids = {pid for pid, _ in gold}
     passage = set_prf({pid for pid, _ in facts}, gold_pids)
@@ -127,7 +137,7 @@ def score_claim(
         "sentence_f1": sentence.f1,
         "sentence_em": sentence.em,
         "retrieval_at_hops": float(gold_pids <= set(read)),
-        "retrieval_at_100": retrieval_at_k(pool, gold_pids, 100),
+        "retrieval_at_depth": retrieval_at_k(pool, gold_pids, depth),
         "label_accuracy": None if correct is None else float(correct),
         "hover_score": None if correct is None else hover_score(correct, ranked_passages, ranked_sentences, gold, num_hops),
     }
@@ -136,8 +146,8 @@ def score_claim(
 def gold_funnel(retrieved: Iterable[int], stage1: Iterable[int], facts: Sequence[tuple[int, int]], gold: Iterable[tuple[int, int]]) -> dict[str, float | int]:
     """Where a claim's gold passages are lost: the share of them retrieved (any hop), put forward
     by stage 1 (any hop), and among the final facts' passages, plus how many final facts there
-    are. Each share can only shrink along the way for the engine, whose facts come from stage 1's
-    picks and those from the retrieved passages."""
+    are and from how many passages. Each share can only shrink along the way for the engine,
+    whose facts come from stage 1's picks and those from the retrieved passages."""
     gold_pids = {pid for pid, _ in gold}
     if not gold_pids:
         raise ValueError("a claim without gold facts has no funnel")
@@ -150,11 +160,12 @@ def gold_funnel(retrieved: Iterable[int], stage1: Iterable[int], facts: Sequence
         "gold_in_stage1": share(stage1),
         "gold_in_facts": share(pid for pid, _ in facts),
         "final_facts": len(facts),
+        "final_passages": len({pid for pid, _ in facts}),
     }
 
 
 #: The funnel's columns in ``claim_metrics``, in the order the gold passages pass through.
-FUNNEL = ("gold_retrieved", "gold_in_stage1", "gold_in_facts", "sentence_recall", "final_facts")
+FUNNEL = ("gold_retrieved", "gold_in_stage1", "gold_in_facts", "sentence_recall", "final_facts", "final_passages")
 
 
 def bootstrap_ci(values: Sequence[float], samples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:

@@ -1,13 +1,17 @@
 """Benchmark results files: one shape for every ``benchmarks/results/*.json``, and the README
 tables generated from them.
 
-    {"commit", "date", "machine", "split", "claims", "wall_seconds", "majority_class", "budgets",
+    {"commit", "date", "machine", "split", "claims", "unresolved_claims", "depth", "wall_seconds",
+     "majority_class", "budgets",
      "systems": {SYSTEM: {"2" | "3" | "4" | "all": {METRIC: {"mean", "lo", "hi"}, "claims",
-                                                     "max_final_facts", "claims_per_s"}}},
+                                                     "min_final_facts", "max_final_facts",
+                                                     "max_final_passages", "claims_per_s"}}},
      "paired": {"baleen-SYSTEM": {"2" | "3" | "4" | "all": {METRIC: {"mean", "lo", "hi"}}}}}
 
 Intervals are percentile-bootstrap 95% ones over claims (paired: over the claims both systems
-verified). ``METRIC`` is one of :data:`RESULT_METRICS`.
+verified). ``METRIC`` is one of :data:`RESULT_METRICS`; ``retrieval_at_depth`` is Retrieval@depth
+at the file's ``depth`` (files written before it was named so hold ``retrieval_at_100``).
+``unresolved_claims`` counts the split's claims left out because a gold fact did not resolve.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from baleen_core.metrics import by_hop_count, paired_by_hop_count, summarize_metrics
+from baleen_core.metrics import by_hop_count, metric_label, paired_by_hop_count, summarize_metrics
 
-RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
+RESULT_METRICS = ("passage_em", "passage_f1", "sentence_em", "sentence_f1", "retrieval_at_depth", "label_accuracy", "hover_score")
 #: The README tables' columns of an engine evaluation.
-README_METRICS = ("passage_em", "passage_f1", "sentence_f1", "retrieval_at_100", "label_accuracy", "hover_score")
+README_METRICS = ("passage_em", "passage_f1", "sentence_f1", "retrieval_at_depth", "label_accuracy", "hover_score")
+#: What a metric was called in results files written before it was renamed.
+EARLIER_NAMES = {"retrieval_at_depth": "retrieval_at_100"}
 
 
 def metric_blocks(rows: Sequence[Mapping], metrics: Sequence[str] = RESULT_METRICS, samples: int = 1000, seed: int = 0) -> dict:
@@ -40,12 +46,21 @@ def metric_blocks(rows: Sequence[Mapping], metrics: Sequence[str] = RESULT_METRI
     return out
 
 
+def final_fact_bounds(rows: Sequence[Mapping]) -> dict[str, int | None]:
+    """The fewest and most final facts of any claim, and the most passages they came from."""
+    return {
+        "min_final_facts": min((int(r["final_facts"]) for r in rows), default=None),
+        "max_final_facts": max((int(r["final_facts"]) for r in rows), default=None),
+        "max_final_passages": max((int(r["final_passages"]) for r in rows), default=None),
+    }
+
+
 def system_results(rows: Sequence[Mapping], claims_per_s: float | None, samples: int = 1000, seed: int = 0) -> dict:
-    """One system's block: :func:`metric_blocks` of :data:`RESULT_METRICS`, the most final facts
-    and the throughput."""
-    most_facts = {hops: max((int(r["final_facts"]) for r in chosen), default=0) for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"]))}
+    """One system's block: :func:`metric_blocks` of :data:`RESULT_METRICS`, the bounds of the
+    final facts (:func:`final_fact_bounds`) and the throughput."""
+    bounds = {hops: final_fact_bounds(chosen) for hops, chosen in by_hop_count(rows, lambda r: int(r["num_hops"]))}
     blocks = metric_blocks(rows, RESULT_METRICS, samples, seed)
-    return {hops: {"claims": block["claims"], "max_final_facts": most_facts[hops], "claims_per_s": claims_per_s} | {m: block[m] for m in RESULT_METRICS} for hops, block in blocks.items()}
+    return {hops: {"claims": block["claims"], **bounds[hops], "claims_per_s": claims_per_s} | {m: block[m] for m in RESULT_METRICS} for hops, block in blocks.items()}
 
 
 def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: int = 1000, seed: int = 0, metrics: Sequence[str] = RESULT_METRICS) -> dict:
@@ -74,15 +89,20 @@ def results_document(
     samples: int = 1000,
     seed: int = 0,
     repo: Path | None = None,
+    unresolved_claims: int | None = None,
 ) -> dict:
-    """The results file of one evaluation: ``metric_rows`` are ``claim_metrics`` rows per system."""
+    """The results file of one evaluation: ``metric_rows`` are ``claim_metrics`` rows per system;
+    ``unresolved_claims``: the split's claims left out because a gold fact did not resolve."""
     first = metric_rows.get(main) or next(iter(metric_rows.values()))
+    depths = {int(r["depth"]) for rows in metric_rows.values() for r in rows if r.get("depth") is not None}
     return {
         "commit": git_commit(repo),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "split": split,
         "claims": len(first),
+        "unresolved_claims": unresolved_claims,
+        "depth": depths.pop() if len(depths) == 1 else None,
         "wall_seconds": None if wall_seconds is None else round(wall_seconds, 1),
         "majority_class": majority_class(first),
         "budgets": dict(budgets or {}),
@@ -134,21 +154,28 @@ def results_table(document: Mapping, metrics: Sequence[str] | None = None) -> st
     first = next(iter(next(iter(document["systems"].values())).values()))
     engine = "max_final_facts" in first  # an engine evaluation's file, not a retriever comparison's
     metrics = metrics or (README_METRICS if engine else [m for m, value in first.items() if isinstance(value, Mapping)])
-    lines = ["| system | hops | claims | " + " | ".join(metrics) + (" | max facts | claims/s |" if engine else " |"), "|---|---|---|" + "---|" * (len(metrics) + 2 * engine)]
+    metrics = [m if m in first or m not in EARLIER_NAMES else EARLIER_NAMES[m] for m in metrics]  # an older file's name for it
+    bounds = engine and "min_final_facts" in first
+    facts = " | final facts | max passages" if bounds else " | max facts"
+    names = [metric_label(m, document.get("depth")) for m in metrics]
+    lines = ["| system | hops | claims | " + " | ".join(names) + (f"{facts} | claims/s |" if engine else " |"), "|---|---|---|" + "---|" * (len(metrics) + (2 + bounds) * engine)]
     for system, per_hops in document["systems"].items():
         for hops, block in per_hops.items():
             cells = " | ".join(_cell(block[m]) for m in metrics)
             if engine:
                 speed = "—" if block["claims_per_s"] is None else f"{block['claims_per_s']:.3f}"
-                cells += f" | {block['max_final_facts']} | {speed}"
+                span = f"{block['min_final_facts']}–{block['max_final_facts']} | {block['max_final_passages']}" if bounds else f"{block['max_final_facts']}"
+                cells += f" | {span} | {speed}"
             lines.append(f"| {system} | {hops} | {block['claims']} | {cells} |")
     if document["paired"]:
-        lines += ["", "| difference | hops | " + " | ".join(f"Δ {m}" for m in metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+        lines += ["", "| difference | hops | " + " | ".join(f"Δ {n}" for n in names) + " |", "|---|---|" + "---|" * len(metrics)]
         for name, per_hops in document["paired"].items():
             for hops, block in per_hops.items():
                 lines.append(f"| {name} | {hops} | " + " | ".join(_cell(block[m], signed=True) for m in metrics) + " |")
     majority = document.get("majority_class")
-    lines += ["", f"{document['claims']} {document['split']} claims; majority class {'—' if majority is None else f'{majority:.3f}'}; "
+    unresolved = document.get("unresolved_claims")
+    left_out = f" ({unresolved} left out: a gold fact did not resolve)" if unresolved else ""
+    lines += ["", f"{document['claims']} {document['split']} claims{left_out}; majority class {'—' if majority is None else f'{majority:.3f}'}; "
               f"commit {document['commit']}; {document['machine']}; each cell: mean [bootstrap 95% interval]."]
     return "\n".join(lines) + "\n"
 

@@ -37,9 +37,11 @@ class TracedPassage:
 @dataclass(frozen=True)
 class TracedHop:
     hop: int
-    passages: tuple[TracedPassage, ...]
+    passages: tuple[TracedPassage, ...]  # what the condensers read, best first
     stage1: tuple[TracedFact, ...]
-    kept: tuple[TracedFact, ...]
+    kept: tuple[TracedFact, ...]  # the next hop's context
+    evidence: tuple[TracedFact, ...] = ()  # the L3x facts: the claim's final facts at its last hop
+    pool: tuple[int, ...] = ()  # passages this hop added to the Retrieval@depth pool
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ tr.gold td { background: #fff5cc; } .tag { font-size: .8em; padding: 0 .35em; bo
 .missed { background: #a3161a; } .matches { font: 12px/1.4 ui-monospace, monospace; color: #555; }
 .metrics td { border: none; padding: .1em .8em .1em 0; }
 """
+
+
+#: How the evidence of a hop is chosen, as the traces say it.
+EVIDENCE_RULE = "of its best 5, those above min(0, the second best), from the first 4 passages"
 
 
 def _fact_rows(facts: Sequence[TracedFact]) -> str:
@@ -105,12 +111,9 @@ def _passage_rows(passages: Sequence[TracedPassage]) -> str:
 
 
 def first_retrieved(trace: ClaimTrace) -> dict[int, int]:
-    """pid → the first hop that retrieved it (a passage can come back at a later hop)."""
-    first: dict[int, int] = {}
-    for h in trace.hops:
-        for p in h.passages:
-            first.setdefault(p.pid, h.hop)
-    return first
+    """pid → the hop that first retrieved it: the hop that added it to the claim's
+    Retrieval@depth pool (``claim_metrics.gold_first_hop`` reads it the same way)."""
+    return {pid: h.hop for h in trace.hops for pid in h.pool}
 
 
 def gold_outcomes(trace: ClaimTrace) -> list[tuple[TracedFact, int | None, bool]]:
@@ -142,7 +145,8 @@ def render_claim_html(trace: ClaimTrace) -> str:
     for h in trace.hops:
         hops.append(
             f"<h2>Hop {h.hop}</h2><h3>Retrieved ({len(h.passages)} passages)</h3>{_passage_rows(h.passages)}"
-            f"<h3>New facts stage 1 put forward</h3>{_fact_rows(h.stage1)}<h3>Kept by stage 2 (the next hop's context)</h3>{_fact_rows(h.kept)}"
+            f"<h3>New facts stage 1 put forward</h3>{_fact_rows(h.stage1)}<h3>Kept by stage 2 (the next hop's context: above 0)</h3>{_fact_rows(h.kept)}"
+            f"<h3>Stage 2's evidence ({EVIDENCE_RULE}{'; the final facts' if h.hop == len(trace.hops) else ''})</h3>{_fact_rows(h.evidence)}"
         )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(trace.uid)} · {escape(trace.system)}</title><style>{_STYLE}</style></head><body>"

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from baleen_core.retrieval.search import TokenMatch
-from baleen_core.trace_html import ClaimTrace, TracedFact, TracedPassage, gold_outcomes, outcome_text
+from baleen_core.trace_html import EVIDENCE_RULE, ClaimTrace, TracedFact, TracedPassage, gold_outcomes, outcome_text
 
 GOLD = "**★ gold**"
 
@@ -77,7 +77,8 @@ def render_claim_markdown(trace: ClaimTrace) -> str:
     metrics = " · ".join(f"{name} {'—' if v is None else f'{v:.3f}'}" for name, v in trace.metrics.items())
     hops = [
         f"## Hop {h.hop}\n\n### Retrieved ({len(h.passages)} passages)\n\n{_passage_table(h.passages)}\n"
-        f"### New facts stage 1 put forward\n\n{_fact_table(h.stage1)}\n### Kept by stage 2 (the next hop's context)\n\n{_fact_table(h.kept)}"
+        f"### New facts stage 1 put forward\n\n{_fact_table(h.stage1)}\n### Kept by stage 2 (the next hop's context: above 0)\n\n{_fact_table(h.kept)}\n"
+        f"### Stage 2's evidence ({EVIDENCE_RULE}{'; the final facts' if h.hop == len(trace.hops) else ''})\n\n{_fact_table(h.evidence)}"
         for h in trace.hops
     ]
     return (

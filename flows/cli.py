@@ -89,7 +89,7 @@ def _report(refs: dict) -> None:
     typer.echo(f"(store: {root}; DuckDB catalog: {root / 'catalog.duckdb'})")
 
 
-SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_100": "all gold found", "label_accuracy": "label acc"}
+SUMMARY_METRICS = {"passage_em": "passage EM", "passage_f1": "passage F1", "sentence_f1": "sentence F1", "retrieval_at_depth": "all gold found", "label_accuracy": "label acc"}
 
 
 def _results_summary(refs: dict, seconds: float) -> None:
@@ -343,8 +343,8 @@ def verify(
         for rank, (pid, score) in enumerate(h.retrieved[:shown], 1):
             typer.echo(f"  {rank:>3}. {score:8.3f}  {titles.get(pid, pid)}")
         typer.echo("  stage 1 put forward: " + (" · ".join(f"{s.title} [{s.sid}] {x:.2f}" for s, x in h.stage1_top) or "nothing new"))
-        typer.echo("  stage 2 kept:")
-        for s, x in h.kept:
+        typer.echo("  stage 2 kept as the next hop's context:" if h.hop < len(verdict.hops) else "  stage 2's evidence (the final facts):")
+        for s, x in (h.kept if h.hop < len(verdict.hops) else h.evidence):
             typer.echo(f"    {x:7.3f}  {_cut(s.fact, 100)}")
     label = READER_LABELS[int(verdict.prob_supported > 0.5)]
     typer.echo(f"verdict: {label} (P(SUPPORTED) = {verdict.prob_supported:.3f}) from {len(verdict.facts)} fact(s)")

@@ -3,8 +3,13 @@
     labels r0 (BM25 or untrained FLIPR) → train FLIPR → re-index → labels r1 (trained FLIPR) → train FLIPR → re-index …
     → [colbert-full evaluated: FLIPR with full interaction on the last FLIPR round's labels → index]
     → labels with the final FLIPR (``labels.relabel_for_condensers``)
-    → condenser stage 1 → condenser stage 2 → reader (on the last labels)
+    → condenser stage 1 → condenser stage 2 (on the last labels)
+    → the engine without its reader over the held-out training claims → reader (on their final facts and gold facts)
     → condensers and reader on the dev claims' gold passages
+
+No label round labels the held-out training claims (``labels.held_out_share``), so neither FLIPR
+nor the condensers train on them: the reader learns from the facts the engine finds for claims it
+has never seen, as it will read them on dev.
 
 :func:`condensers_flow` runs only the last two lines, on one round's labels (e.g. after
 ``baleen labels --round 1``, to train the condensers on FLIPR's negatives without training FLIPR
@@ -22,10 +27,11 @@ from baleen_core.config import BaleenConfig
 from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
-from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as UNTRAINED_INDEX_PRODUCER, trained_flipr_tag
+from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as UNTRAINED_INDEX_PRODUCER, newest_trained_index, trained_flipr_tag
 from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.condensing import evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
+from baleen_tasks.evaluation import verify_held_out
 from baleen_tasks.labels import label_round, labels_producer
 from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
 from baleen_tasks.validation import validate_artifact
@@ -83,23 +89,27 @@ def training_flow(
         trained = train_flipr_on_labels(root, flipr_labels, claims, passages, sentences, full, config.training.flipr, last_round, run_id, force, tag=FULL_INTERACTION_TAG)
         refs["colbert_index"] = index_flow(config_path, passages.manifest.run_id, run_id, force, checkpoint=str(trained["flipr_checkpoint"].path), tag=FULL_INTERACTION_TAG)["flipr_index"]
         refs[f"{FULL_INTERACTION_TAG}/checkpoint"] = trained["flipr_checkpoint"]
-    refs.update(train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id, force))
+    refs.update(train_condensers_and_reader(config, labels, index, claims, gold_facts, passages, sentences, run_id, force))
     refresh_catalog(root)
     return refs
 
 
 def train_condensers_and_reader(
-    config: BaleenConfig, labels: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, run_id: str, force: bool
+    config: BaleenConfig, labels: ArtifactRef, index: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef,
+    run_id: str, force: bool,
 ) -> dict[str, ArtifactRef]:
-    """Stage 1 → stage 2 (on stage 1's candidates) → reader (on both stages' output), then all
-    three on the dev claims' gold passages."""
+    """Stage 1 → stage 2 (on stage 1's candidates) → the engine (FLIPR ``index``, both stages, no
+    reader) over the held-out training claims → reader (on their final facts and gold facts),
+    then all three on the dev claims' gold passages."""
     root, round_number, training = str(config.store_root), labels.manifest.params.get("round", 0), config.training
     data = (claims, gold_facts, passages, sentences)
     stage1 = train_condenser_stage1(root, labels, *data, config.condenser, training.stage1, round_number, run_id, force)["stage1_checkpoint"]
     stage2 = train_condenser_stage2(root, labels, stage1, *data, config.condenser, training.stage2, round_number, run_id, force)["stage2_checkpoint"]
-    reader = train_claim_reader(root, labels, stage1, stage2, *data, config.condenser, config.reader, training.reader, round_number, run_id, force)["reader_checkpoint"]
+    engine_facts = verify_held_out(root, *data, {"index": index, "stage1": stage1, "stage2": stage2}, config, run_id, force)
+    validate_artifact(root, "hop_traces", {"hop_traces": engine_facts, "passages": passages})
+    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
-    return {"stage1": stage1, "stage2": stage2, "reader": reader}
+    return {"stage1": stage1, "stage2": stage2, "reader_facts": engine_facts, "reader": reader}
 
 
 @flow(name="condensers", flow_run_name="condensers · labels round {round_number}", log_prints=True)
@@ -119,6 +129,7 @@ def condensers_flow(config_path: str | None = None, round_number: int | None = N
         raise ValueError(f"the claims or passages that {labels.path} was made from are no longer in the store; relabel with `baleen labels --round {round_number}`")
     gold_facts = store.get("gold_facts", claims.manifest.run_id, "claims")
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
-    refs = train_condensers_and_reader(config, labels, claims, gold_facts, passages, sentences, run_id or new_run_id(), force)
+    index = newest_trained_index(store, passages)  # what the engine searches when it makes the reader's facts
+    refs = train_condensers_and_reader(config, labels, index, claims, gold_facts, passages, sentences, run_id or new_run_id(), force)
     refresh_catalog(str(store.root))
     return refs

@@ -209,7 +209,7 @@ TRAINING_STEPS = ArtifactSchema(
 
 PREDICTIONS = ArtifactSchema(
     name="predictions",
-    version=1,
+    version=2,
     description="The engine's verdict per evaluated claim and system: label, P(SUPPORTED) and the final facts, best first.",
     key=("system", "uid"),
     sort_by=("system", "uid"),
@@ -220,7 +220,7 @@ PREDICTIONS = ArtifactSchema(
             _col("hops", pa.int32(), "Hops the engine ran for this claim."),
             _col("label", pa.string(), "Predicted label: SUPPORTED when prob_supported > 0.5."),
             _col("prob_supported", pa.float64(), "The reader's P(SUPPORTED)."),
-            _col("fact_pids", pa.list_(pa.int64()), "Final facts (the last hop's kept facts), best first: passage ids."),
+            _col("fact_pids", pa.list_(pa.int64()), "Final facts (the last hop's evidence: the reference's L3x rule), best first: passage ids."),
             _col("fact_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
             _col("fact_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
         ]
@@ -229,8 +229,8 @@ PREDICTIONS = ArtifactSchema(
 
 HOP_TRACES = ArtifactSchema(
     name="hop_traces",
-    version=2,
-    description="What the engine did at each hop: passages retrieved, new facts stage 2 read, facts kept.",
+    version=3,
+    description="What the engine did at each hop: passages retrieved, new facts stage 2 read, the next hop's context, the evidence.",
     key=("system", "uid", "hop"),
     sort_by=("system", "uid", "hop"),
     schema=pa.schema(
@@ -240,23 +240,30 @@ HOP_TRACES = ArtifactSchema(
             _col("hop", pa.int32(), "Hop number, from 1."),
             _col("retrieved_pids", pa.list_(pa.int64()), "Passages the condensers read at this hop, best first (none with a fact in the hop's context; an earlier hop's may recur)."),
             _col("retrieved_scores", pa.list_(pa.float64()), "Their retriever scores, aligned."),
-            _col("pool_pids", pa.list_(pa.int64()), "Passages this hop added to the claim's Retrieval@100 pool (distinct over the claim's hops), in rank order."),
+            _col("pool_pids", pa.list_(pa.int64()), "Passages this hop added to the claim's Retrieval@depth pool (distinct over the claim's hops), in rank order: the hop that first retrieved them."),
             _col("stage1_pids", pa.list_(pa.int64()), "New facts stage 1 put forward to stage 2: passage ids, best first."),
             _col("stage1_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
             _col("stage1_scores", pa.list_(pa.float64()), "Their stage-1 scores, aligned."),
             _col("stage2_pids", pa.list_(pa.int64()), "Every fact stage 2 read, in its input order (the context first): passage ids."),
             _col("stage2_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
-            _col("stage2_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned (what the threshold is calibrated on)."),
-            _col("kept_pids", pa.list_(pa.int64()), "Facts stage 2 kept (the next hop's context): passage ids, best first."),
+            _col("stage2_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
+            _col("kept_pids", pa.list_(pa.int64()), "The next hop's context: of stage 2's best 5, those scoring above the threshold (0): passage ids, best first."),
             _col("kept_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
             _col("kept_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
+            _col(
+                "evidence_pids", pa.list_(pa.int64()),
+                "The evidence (the reference's L3x): of stage 2's best 5, those above min(0, the second best), from the first 4 passages; "
+                "the last hop's are the claim's final facts. Passage ids, best first.",
+            ),
+            _col("evidence_sids", pa.list_(pa.int32()), "Their sentence ids, aligned."),
+            _col("evidence_scores", pa.list_(pa.float64()), "Their stage-2 scores, aligned."),
         ]
     ),
 )
 
 CLAIM_METRICS = ArtifactSchema(
     name="claim_metrics",
-    version=3,
+    version=4,
     description="HoVer's metrics per evaluated claim and system, computed from predictions, hop_traces and gold_facts.",
     key=("system", "uid"),
     sort_by=("system", "uid"),
@@ -276,14 +283,16 @@ CLAIM_METRICS = ArtifactSchema(
             _col("sentence_f1", pa.float64(), "Sentence F1."),
             _col("sentence_em", pa.float64(), "1 when the final facts are exactly the gold facts."),
             _col("retrieval_at_hops", pa.float64(), "1 when every gold passage was read by the condensers at some hop (k per hop)."),
-            _col("retrieval_at_100", pa.float64(), "1 when every gold passage is among the first 100 distinct passages retrieved over the hops (pool_pids)."),
+            _col("depth", pa.int32(), "The engine's retrieval depth: the size of the claim's pool (Baleen: 100)."),
+            _col("retrieval_at_depth", pa.float64(), "1 when every gold passage is among the first `depth` distinct passages retrieved over the hops (pool_pids): Retrieval@100 at depth 100."),
             _col("label_accuracy", pa.float64(), "1 when the predicted label is right; null without a gold label.", nullable=True),
             _col("hover_score", pa.float64(), "HoVer score: label right and evidence from every gold passage; null without a gold label.", nullable=True),
-            _col("gold_first_hop", pa.list_(pa.int32()), "Per gold passage (by pid), the hop that first retrieved it; null = never."),
+            _col("gold_first_hop", pa.list_(pa.int32()), "Per gold passage (by pid), the hop that first retrieved it (added it to the pool, pool_pids); null = never."),
             _col("gold_retrieved", pa.float64(), "Share of the gold passages retrieved at any hop."),
             _col("gold_in_stage1", pa.float64(), "Share of the gold passages stage 1 put forward to stage 2 at any hop."),
             _col("gold_in_facts", pa.float64(), "Share of the gold passages among the final facts' passages (= passage_recall)."),
             _col("final_facts", pa.int32(), "How many final facts the system kept."),
+            _col("final_passages", pa.int32(), "From how many distinct passages."),
         ]
     ),
 )

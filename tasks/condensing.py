@@ -9,6 +9,7 @@ and trains through :func:`baleen_core.training.loop.train_epochs`, whose epoch c
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -16,14 +17,14 @@ from dataclasses import asdict, replace
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial
+from baleen_core.condensing.calibration import choose_threshold, in_hop_mix, threshold_trial
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, LabelConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
-    condensed_facts,
+    ReaderClaim,
     reader_examples,
     stage1_examples,
     stage2_examples,
@@ -36,12 +37,13 @@ from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
+from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, readable, run_logger
 from baleen_tasks.training import publish_trained_model
 
-SENTENCE_METRICS = ("stage1_recall", "kept", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em", "all_sentences_f1")
-READER_METRICS = ("reader_correct_gold", "reader_correct_kept")
+SENTENCE_METRICS = ("stage1_recall", "final_facts", "sentence_precision", "sentence_recall", "sentence_f1", "sentence_em", "all_sentences_f1")
+READER_METRICS = ("reader_correct_gold", "reader_correct_final")
 
 
 def passages_by_pid(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, pids) -> dict[int, PassageSentences]:
@@ -154,8 +156,8 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 
 
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
-#: examples depend on them, the reader's do (it trains on the facts the condensers keep)
-KEEPING_FIELDS = ("min_kept", "stage2_threshold")
+#: examples depend on them, the reader's do (it trains on the engine's final facts)
+KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages")
 
 
 def training_layout(condenser: CondenserConfig, model: str) -> dict:
@@ -231,9 +233,7 @@ def train_condenser_stage2(
 @task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])
 def train_claim_reader(
     store_root: str,
-    labels: ArtifactRef,
-    stage1: ArtifactRef,
-    stage2: ArtifactRef,
+    engine_facts: ArtifactRef,
     claims: ArtifactRef,
     gold_facts: ArtifactRef,
     passages: ArtifactRef,
@@ -245,7 +245,9 @@ def train_claim_reader(
     run_id: str,
     force: bool = False,
 ) -> dict[str, ArtifactRef]:
-    """The reader on the condensers' own facts for the training claims and on their gold facts."""
+    """The reader on the final facts of ``engine_facts`` (the ``hop_traces`` of the engine's run
+    over the held-out training claims, :func:`~baleen_tasks.evaluation.verify_held_out`) and on
+    gold facts: of those claims and of up to ``max_examples`` other training claims."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
@@ -254,25 +256,45 @@ def train_claim_reader(
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
     start = str(reader.checkpoint or reader.resolved_backbone())
-    fp = fingerprint(step="train_reader", labels=labels.fingerprint, stage1=stage1.fingerprint, stage2=stage2.fingerprint, start=start, params=params, version=READER_CHECKPOINT.version)
+    inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
+    fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_claims=config.max_examples)
-    condensed = None
-    if config.inputs != "gold":
-        first, second = (SequenceModel.load(kind, ref.path, condenser.device) for kind, ref in (("stage1", stage1), ("stage2", stage2)))
-        condensed = condensed_facts(first, second, hops, condenser, config.negative_passages)
-        del first, second
-    examples = reader_examples(hops, condensed, config.inputs)
+    read = reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples)
+    examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
-    meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint, "stage2": stage2.fingerprint}, params)
-    extra = {"supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4)}
-    if condensed is not None:
-        extra["mean_condensed_facts"] = round(sum(len(v) for v in condensed.values()) / max(1, len(condensed)), 2)
+    meta = _meta(run_id, producer, fp, inputs, params)
+    engine = [c.engine_facts for c in read if c.engine_facts is not None]
+    extra = {
+        "supported_share": round(sum(e.label for e in examples) / max(1, len(examples)), 4),
+        "engine_claims": len(engine),
+        "mean_engine_facts": round(sum(len(facts) for facts in engine) / max(1, len(engine)), 2),
+    }
     train, held_out = reader_training_sets(examples, config)
     extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
-    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} labels", force, extra)
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra)
+
+
+def reader_claims(
+    store: ArtifactStore, engine_facts: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, most_others: int | None
+) -> list[ReaderClaim]:
+    """Every claim of the engine run with its final facts (its last hop's evidence) and gold
+    facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
+    traces = store.read_table(engine_facts, ["uid", "hop", "evidence_pids", "evidence_sids"]).to_pylist()
+    last = {}
+    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
+        last[t["uid"]] = list(zip(t["evidence_pids"], t["evidence_sids"], strict=True))
+    gold = {c.uid: c for c in gold_claims(store, claims, gold_facts, passages, sentences, "train")}
+    others = sorted(uid for uid in gold if uid not in last)[:most_others]
+    texts = passages_by_pid(store, passages, sentences, {pid for facts in last.values() for pid, _ in facts})
+    sentence = {s.key: s for p in texts.values() for s in p.sentences}
+
+    def gold_facts_of(c) -> tuple[str, ...]:
+        return tuple(s.fact for p in c.passages for s in p.sentences if s.key in c.gold)
+
+    out = [ReaderClaim(uid, gold[uid].claim, gold[uid].label, gold_facts_of(gold[uid]), tuple(sentence[key].fact for key in facts)) for uid, facts in sorted(last.items()) if uid in gold]
+    return out + [ReaderClaim(uid, gold[uid].claim, gold[uid].label, gold_facts_of(gold[uid])) for uid in others]
 
 
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:
@@ -336,18 +358,20 @@ def gold_fact_sets(store: ArtifactStore, gold_facts: ArtifactRef, uids: Sequence
 
 
 @task(name="held-out-claims")
-def held_out_claims(store_root: str, stage2: ArtifactRef, most: int) -> list[str]:
+def held_out_claims(store_root: str, stage2: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, most: int) -> list[str]:
     """The training claims the stage-2 threshold is calibrated on (never the evaluated split): up
-    to ``most`` that stage 2 held out or never read, those sharing the fewest gold passages with
-    the claims it trained on first (:func:`~baleen_core.condensing.calibration.calibration_claims`)."""
+    to ``most`` of those no label round labelled for the models evaluated (``labels.held_out_share``
+    of the labels stage 2 trained on), so neither FLIPR nor the condensers trained on them, drawn
+    (seeded) in the training claims' mix of hop counts."""
     store = ArtifactStore(store_root)
-    training = Stage2TrainingConfig.model_validate(stage2.manifest.params["training"])
     labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
     if labels is None:
         raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
-    table = store.read_table(labels, ["uid", "positive_pid"])
-    hops = list(zip(table.column("uid").to_pylist(), table.column("positive_pid").to_pylist(), strict=True))
-    return calibration_claims(hops, training.max_examples, training.validation_share, training.seed, most)  # stage 2 read the first hops
+    split = LabelConfig.model_validate({key: labels.manifest.params[key] for key in ("held_out_share", "held_out_seed")})
+    held = sorted(held_out_training_uids(store, claims, gold_facts, split))
+    random.Random(split.held_out_seed).shuffle(held)
+    hop_counts = {r["uid"]: r["num_hops"] for r in store.read_table(claims, ["uid", "num_hops", "split", "resolved"]).to_pylist() if r["split"] == "train" and r["resolved"]}
+    return sorted(in_hop_mix(held, hop_counts, most))
 
 
 @task(name="calibrate-stage2")

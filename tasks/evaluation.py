@@ -27,7 +27,7 @@ from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import FUNNEL, gold_funnel, paired_by_hop_count, score_claim, summarize_metrics
+from baleen_core.metrics import FUNNEL, gold_funnel, metric_label, paired_by_hop_count, score_claim, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.retrieval.fusion import hop_retriever
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
@@ -37,6 +37,7 @@ from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
 from baleen_tasks.condensing import calibrate_stage2, gold_fact_sets, held_out_claims, passages_by_pid
+from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
 from baleen_tasks.validation import validate_artifact
@@ -48,6 +49,13 @@ ModelRefs = Mapping[str, ArtifactRef]
 def eval_producer(system: str, threshold: float | None = None) -> str:
     """``eval-SYSTEM``, or ``calibrate-SYSTEM-tTHRESHOLD`` (e.g. ``calibrate-baleen-t-1``) for a calibration run at a stage-2 threshold."""
     return f"eval-{system}" if threshold is None else f"calibrate-{system}-t{threshold:g}"
+
+
+def unresolved_claims(store: ArtifactStore, claims: ArtifactRef, split: str) -> int:
+    """Claims of ``split`` left out of the evaluation because a gold fact did not resolve to a
+    corpus sentence (their metrics would be wrong: the gold set is incomplete)."""
+    table = store.read_table(claims, ["split", "resolved"]).to_pylist()
+    return sum(1 for r in table if r["split"] == split and not r["resolved"])
 
 
 def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None, uids: Sequence[str] | None = None) -> list[dict]:
@@ -90,12 +98,14 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
     return hop_retriever(system_searcher(store, system, config, models), config.search.fusion, lambda: open_bm25(store, passages, sentences))
 
 
-def engine_models(models: ModelRefs, config: BaleenConfig) -> tuple[SequenceModel, SequenceModel, SequenceModel]:
-    """Stage 1, stage 2 and the reader as the engine runs them (the condensers at their configured CPU precision)."""
+def engine_models(models: ModelRefs, config: BaleenConfig) -> tuple[SequenceModel, SequenceModel, SequenceModel | None]:
+    """Stage 1, stage 2 and the reader as the engine runs them (the condensers at their configured
+    CPU precision); no reader when ``models`` has none (the run that makes the reader's facts)."""
     condenser = config.condenser
     stage1 = SequenceModel.load("stage1", models["stage1"].path, condenser.device).use_cpu_precision(condenser.stage1_cpu_precision)
     stage2 = SequenceModel.load("stage2", models["stage2"].path, condenser.device).use_cpu_precision(condenser.stage2_cpu_precision)
-    return stage1, stage2, SequenceModel.load("reader", models["reader"].path, config.reader.device)
+    reader = SequenceModel.load("reader", models["reader"].path, config.reader.device) if "reader" in models else None
+    return stage1, stage2, reader
 
 
 def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
@@ -105,16 +115,12 @@ def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
     return {name: ref.fingerprint for name, ref in models.items() if name in used}
 
 
-def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, pa.Table]:
-    """``predictions`` and ``hop_traces`` rows of one system's verdicts."""
+def _fact_columns(prefix: str, pairs) -> dict:
+    return {f"{prefix}_pids": [s.pid for s, _ in pairs], f"{prefix}_sids": [s.sid for s, _ in pairs], f"{prefix}_scores": [float(x) for _, x in pairs]}
 
-    def facts(prefix: str, pairs) -> dict:
-        return {f"{prefix}_pids": [s.pid for s, _ in pairs], f"{prefix}_sids": [s.sid for s, _ in pairs], f"{prefix}_scores": [float(x) for _, x in pairs]}
 
-    predictions = [
-        {"system": system, "uid": v.uid, "hops": len(v.hops), "label": READER_LABELS[int(v.prob_supported > 0.5)], "prob_supported": float(v.prob_supported), **facts("fact", v.facts)}
-        for v in verdicts
-    ]
+def trace_table(system: str, verdicts: Sequence[Verdict]) -> pa.Table:
+    """``hop_traces`` rows of one system's verdicts."""
     traces = [
         {
             "system": system,
@@ -123,14 +129,27 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
             "retrieved_pids": [pid for pid, _ in h.retrieved],
             "retrieved_scores": [float(score) for _, score in h.retrieved],
             "pool_pids": list(h.pool),
-            **facts("stage1", h.stage1_top),
-            **facts("stage2", h.stage2),
-            **facts("kept", h.kept),
+            **_fact_columns("stage1", h.stage1_top),
+            **_fact_columns("stage2", h.stage2),
+            **_fact_columns("kept", h.kept),
+            **_fact_columns("evidence", h.evidence),
         }
         for v in verdicts
         for h in v.hops
     ]
-    return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), pa.Table.from_pylist(traces, schema=HOP_TRACES.schema)
+    return pa.Table.from_pylist(traces, schema=HOP_TRACES.schema)
+
+
+def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, pa.Table]:
+    """``predictions`` and ``hop_traces`` rows of one system's verdicts (read by the reader)."""
+    predictions = [
+        {
+            "system": system, "uid": v.uid, "hops": len(v.hops), "label": READER_LABELS[int(v.prob_supported > 0.5)], "prob_supported": float(v.prob_supported),
+            **_fact_columns("fact", v.facts),
+        }
+        for v in verdicts
+    ]
+    return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), trace_table(system, verdicts)
 
 
 def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig, uids: Sequence[str] | None) -> tuple[str, dict, dict, str]:
@@ -251,6 +270,56 @@ def verify_at_thresholds(
     return found
 
 
+#: Producer of the engine's run over the held-out training claims: the reader's training facts.
+READER_FACTS_PRODUCER = "reader-facts"
+
+
+@task(name="verify-held-out", task_run_name="verify-held-out-claims · the reader's training facts", tags=[GPU_TAG])
+def verify_held_out(
+    store_root: str,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    models: dict[str, ArtifactRef],
+    config: BaleenConfig,
+    run_id: str,
+    force: bool = False,
+) -> ArtifactRef:
+    """The full system without its reader (``models``: ``index``, ``stage1``, ``stage2``) over the
+    training claims no label round labelled (``labels.held_out_share``), so that neither FLIPR nor
+    the condensers trained on them, at the evaluation's settings: their final facts are shaped as
+    the engine's for a new claim, and the reader trains on them. Published as ``hop_traces``
+    (producer ``reader-facts``), reused when nothing they depend on changed."""
+    store = ArtifactStore(store_root)
+    uids = sorted(held_out_training_uids(store, claims, gold_facts, config.labels))
+    if not uids:
+        raise ValueError(
+            "no training claim is held out of the label rounds (labels.held_out_share), so the reader has no engine facts of unseen "
+            "claims to train on: raise labels.held_out_share, or train the reader on gold facts alone (training.reader.inputs: gold)"
+        )
+    used = {name: models[name] for name in ("index", "stage1", "stage2")}
+    params = {
+        "uids": uids,
+        "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
+        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS}),
+        "search": config.search.model_dump(mode="json"),
+    }
+    inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **{name: ref.fingerprint for name, ref in used.items()}}
+    fp = fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)
+    if not force and (reused := store.find("hop_traces", READER_FACTS_PRODUCER, fp)):
+        run_logger().info("the held-out training claims were verified with these models: reusing run %s", reused.manifest.run_id)
+        return reused
+    rows = evaluation_claims(store, claims, "train", None, uids)
+    label = f"verify {len(rows)} held-out training claims · baleen without its reader"
+    verdicts, stats = run_engine(store, "baleen", rows, [config.condenser.stage2_threshold], passages, sentences, used, config, label)
+    traces = trace_table("baleen", verdicts[0])
+    with store.writer("hop_traces", run_id=run_id, producer=READER_FACTS_PRODUCER, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
+        writer.write(traces)
+        writer.stats = stats
+    return writer.ref
+
+
 def _in_flow(task_):
     """A task as a task inside a flow run (the evaluation flow), its plain function outside one
     (``baleen verify``, which runs no flow)."""
@@ -265,7 +334,7 @@ def calibrated_config(
     runs on them at every threshold of ``evaluation.stage2_thresholds`` (one engine pass,
     :func:`verify_at_thresholds`; each run reused when it was verified before) and
     :func:`calibrate_stage2` keeps the best."""
-    held = _in_flow(held_out_claims)(store_root, models["stage2"], config.evaluation.calibration_claims)
+    held = _in_flow(held_out_claims)(store_root, models["stage2"], claims, gold_facts, config.evaluation.calibration_claims)
     if not held:  # a tiny training budget held out no claim and read them all: nothing to calibrate on
         run_logger().warning("no held-out training claims to calibrate on: keeping stage-2 threshold %g", config.condenser.stage2_threshold)
         return config
@@ -287,8 +356,12 @@ def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, ui
     return {r["uid"]: r for r in rows.to_pylist()}, gold_fact_sets(store, gold_facts, uids)
 
 
-def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]]) -> list[dict]:
-    """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts."""
+def claim_metric_rows(
+    predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]], depth: int
+) -> list[dict]:
+    """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts;
+    ``depth`` is the engine's retrieval depth (the pool's size). A gold passage is first retrieved
+    at the hop that added it to the pool (``pool_pids``), the one definition Retrieval@depth uses."""
     retrieved: dict[str, list[int]] = {}
     pool: dict[str, list[int]] = {}
     stage1: dict[str, list[int]] = {}
@@ -297,14 +370,14 @@ def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim
         retrieved.setdefault(t["uid"], []).extend(t["retrieved_pids"])
         pool.setdefault(t["uid"], []).extend(t["pool_pids"])
         stage1.setdefault(t["uid"], []).extend(t["stage1_pids"])
-        for pid in t["retrieved_pids"]:
+        for pid in t["pool_pids"]:
             first_hop.setdefault(t["uid"], {}).setdefault(pid, t["hop"])
     rows = []
     for p in predictions:
         claim, claim_gold = claim_rows[p["uid"]], gold[p["uid"]]
         num_hops = int(claim["num_hops"])
         facts = list(zip(p["fact_pids"], p["fact_sids"], strict=True))
-        scores = score_claim(facts, retrieved.get(p["uid"], []), pool.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"])
+        scores = score_claim(facts, retrieved.get(p["uid"], []), pool.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"], depth)
         found = first_hop.get(p["uid"], {})
         rows.append(
             {
@@ -313,6 +386,7 @@ def claim_metric_rows(predictions: Sequence[dict], traces: Sequence[dict], claim
                 "num_hops": num_hops,
                 "gold_label": claim["label"],
                 "label": p["label"],
+                "depth": depth,
                 **scores,
                 "gold_first_hop": [found.get(pid) for pid in sorted({pid for pid, _ in claim_gold})],
                 **gold_funnel(retrieved.get(p["uid"], []), stage1.get(p["uid"], []), facts, claim_gold),
@@ -334,7 +408,8 @@ def score_predictions(
     if not force and (reused := store.find("claim_metrics", producer, fp)):
         return reused
     claim_rows, gold = _gold(store, claims, gold_facts)
-    rows = claim_metric_rows(store.read_table(predictions).to_pylist(), store.read_table(hop_traces).to_pylist(), claim_rows, gold)
+    depth = int(predictions.manifest.params["evaluation"]["depth"])  # the pool the engine filled
+    rows = claim_metric_rows(store.read_table(predictions).to_pylist(), store.read_table(hop_traces).to_pylist(), claim_rows, gold, depth)
     with store.writer("claim_metrics", run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params={"system": system}, flow_run=flow_run_info()) as writer:
         writer.write(pa.Table.from_pylist(rows, schema=CLAIM_METRICS.schema))
     return writer.ref
@@ -390,15 +465,16 @@ def differences_table(differences: Sequence[dict]) -> str:
 
 def funnel_table(metric_rows: Mapping[str, Sequence[dict]]) -> str:
     """Where each system loses the gold passages, per hop count: the means of :data:`FUNNEL`."""
-    columns = ["gold retrieved", "in stage 1's picks", "in the final facts", "gold sentences kept", "final facts"]
+    columns = ["gold retrieved", "in stage 1's picks", "in the final facts", "gold sentences kept", "final facts", "their passages"]
 
     def cell(row: dict, m: str) -> str:
-        return "—" if row[m] is None else f"{row[m]:.1f}" if m == "final_facts" else f"{row[m]:.3f}"
+        return "—" if row[m] is None else f"{row[m]:.1f}" if m in ("final_facts", "final_passages") else f"{row[m]:.3f}"
 
     rows = ((system, row["hops"], row["claims"], [cell(row, m) for m in FUNNEL]) for system, per_system in metric_rows.items() for row in summarize_metrics(per_system, FUNNEL, samples=0))
     return (
         _per_hop_table("system", columns, rows) + "\n\nShares of each claim's gold passages, averaged over claims: retrieved at any hop, put "
-        "forward by stage 1, among the final facts' passages; then the share of gold sentences among the final facts.\n"
+        "forward by stage 1, among the final facts' passages; then the share of gold sentences among the final facts, and how many "
+        "final facts a claim ends with, from how many passages.\n"
     )
 
 
@@ -407,8 +483,9 @@ def funnel_table(metric_rows: Mapping[str, Sequence[dict]]) -> str:
 UI_METRICS_PER_TABLE = 4
 
 
-def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict], metrics_per_table: int = len(METRICS)) -> str:
-    """The metrics by system and hop count, ``metrics_per_table`` columns of them per table, and the throughput."""
+def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict], depth: int, metrics_per_table: int = len(METRICS)) -> str:
+    """The metrics by system and hop count, ``metrics_per_table`` columns of them per table, and the
+    throughput; Retrieval@depth is named by ``depth``, the engine's retrieval depth."""
 
     def cell(row: dict, m: str) -> str:
         return "—" if row[m] is None else f"{row[m]:.3f} [{row[m + '_ci'][0]:.3f}, {row[m + '_ci'][1]:.3f}]"
@@ -416,12 +493,13 @@ def markdown_table(summary: Sequence[dict], throughput: Mapping[str, dict], metr
     tables = []
     for start in range(0, len(METRICS), metrics_per_table):
         shown = METRICS[start : start + metrics_per_table]
-        tables.append(_per_hop_table("system", shown, ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in shown]) for row in summary)))
+        rows = ((row["system"], row["hops"], row["claims"], [cell(row, m) for m in shown]) for row in summary)
+        tables.append(_per_hop_table("system", [metric_label(m, depth) for m in shown], rows))
     speed = "\n".join(f"| {s} | {t['claims']} | {t['seconds']} | {t['claims_per_second']} | {t['device']} |" for s, t in throughput.items())
     return (
         "\n\n".join(tables) + "\n\nEach cell: mean [bootstrap 95% interval]. retrieval_at_hops: every gold passage read by the condensers "
-        "(k per hop); retrieval_at_100: every gold passage among the first 100 distinct passages retrieved over the hops.\n\n"
-        "| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
+        f"(k per hop); {metric_label('retrieval_at_depth', depth)}: every gold passage among the first {depth} distinct passages retrieved "
+        "over the hops.\n\n| system | claims | seconds | claims/s | device |\n|---|---|---|---|---|\n" + speed + "\n"
     )
 
 
@@ -450,7 +528,7 @@ def plotted_metrics(summary: Sequence[dict]) -> list[str]:
     return [m for m in METRICS if any((r[m] or 0.0) > 0 for r in summary)]
 
 
-def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
+def metrics_by_hops_plot(summary: Sequence[dict], depth: int | None = None) -> bytes:
     """One panel per metric that is not zero everywhere: grouped bars (systems) per hop count,
     with the 95% intervals. Two panels a row and one legend above them: the figure stays readable
     where it is shown narrow (the Prefect UI's artifact column is about 650 pixels wide)."""
@@ -473,11 +551,11 @@ def metrics_by_hops_plot(summary: Sequence[dict]) -> bytes:
             errors = [[max(0.0, v - lo) for v, (lo, _) in zip(values, intervals, strict=True)], [max(0.0, hi - v) for v, (_, hi) in zip(values, intervals, strict=True)]]
             ax.bar(xs, values, width, yerr=errors, capsize=2, label=system)
         # a little headroom above 1 keeps the caps of intervals that reach 1 inside the axes
-        ax.set(title=metric, xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1.08))
+        ax.set(title=metric_label(metric, depth), xticks=range(len(groups)), xticklabels=[f"{g} hops" if g != "all" else "all" for g in groups], ylim=(0, 1.08))
     fig.legend(*axes.ravel()[0].get_legend_handles_labels(), loc="outside upper center", ncols=min(len(systems), 3), fontsize=8, frameon=False)
     left_out = [m for m in METRICS if m not in metrics]
     if left_out:
-        fig.supxlabel("0 for every system, not drawn: " + ", ".join(left_out), fontsize=8, color="#555555")
+        fig.supxlabel("0 for every system, not drawn: " + ", ".join(metric_label(m, depth) for m in left_out), fontsize=8, color="#555555")
     return _png(fig)
 
 
@@ -559,7 +637,8 @@ def claim_trace(
                 matches = tuple(searcher.explain(claim["claim"], context, passage_text(title, text))[1])
             shown.append(TracedPassage(pid, title, text, score, pid in gold_pids, matches))
         kept = facts(t["kept_pids"], t["kept_sids"], t["kept_scores"])
-        hops.append(TracedHop(t["hop"], tuple(shown), facts(t["stage1_pids"], t["stage1_sids"], t["stage1_scores"]), kept))
+        evidence = facts(t["evidence_pids"], t["evidence_sids"], t["evidence_scores"])
+        hops.append(TracedHop(t["hop"], tuple(shown), facts(t["stage1_pids"], t["stage1_sids"], t["stage1_scores"]), kept, evidence, tuple(t["pool_pids"])))
         context = [fact_text(f.title, f.text) for f in kept]
     metrics = {}
     if "claim_metrics" in outputs:
@@ -676,8 +755,8 @@ def evaluation_report(
         for t in sorted(store.read_table(refs["hop_traces"], ["uid", "hop", "pool_pids"]).to_pylist(), key=lambda t: (t["uid"], t["hop"])):
             by_uid.setdefault(t["uid"], []).extend(t["pool_pids"])
     plots = {
-        "metrics-by-hops.png": metrics_by_hops_plot(summary),
-        "retrieval-at-k.png": retrieval_curve_plot(retrieved, {uid: {pid for pid, _ in g} for uid, g in gold.items()}),
+        "metrics-by-hops.png": metrics_by_hops_plot(summary, ev.depth),
+        "retrieval-at-k.png": retrieval_curve_plot(retrieved, {uid: {pid for pid, _ in g} for uid, g in gold.items()}, ev.depth),
         "gold-first-found.png": first_found_plot(metric_rows),
     }
     paths = {name: store.write_report(run_id, f"evaluation/{name}", data) for name, data in plots.items()}
@@ -693,11 +772,13 @@ def evaluation_report(
     differences = difference_rows(metric_rows, main, ev.bootstrap, ev.seed) if len(outputs) > 1 else []
     comparisons = f"\n## {main} against each other system, claim by claim\n\n" + differences_table(differences) if differences else ""
     comparisons += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
-    table = markdown_table(summary, throughput) + comparisons
+    table = markdown_table(summary, throughput, ev.depth) + comparisons
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
     if config.search.fusion == "bm25":
         systems += "\n\nEvery FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`)."
-    title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, stage-2 threshold {config.condenser.stage2_threshold})\n\n{systems}\n\n"
+    unresolved = unresolved_claims(store, claims, split)
+    left_out = f"; {unresolved} {split} claims left out: a gold fact did not resolve to a corpus sentence (see rejects)" if unresolved else ""
+    title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, context threshold {config.condenser.stage2_threshold:g}{left_out})\n\n{systems}\n\n"
     report = store.write_report(run_id, "evaluation/report.md", report_markdown(f"{title}{table}\n", plot_files(paths), trace_files(traces), main))
     publish_table(
         key=f"evaluation-{split}",
@@ -706,7 +787,7 @@ def evaluation_report(
     )
     reports_root = store.root / "reports"
     trace_ids = publish_traces(traces, split)
-    ui_heading = f"{title}{markdown_table(summary, throughput, UI_METRICS_PER_TABLE)}{comparisons}\n"
+    ui_heading = f"{title}{markdown_table(summary, throughput, ev.depth, UI_METRICS_PER_TABLE)}{comparisons}\n"
     ui_markdown = report_markdown(ui_heading, embedded_plots(plots, report.parent), trace_artifact_links(traces, trace_ids, reports_root), main)
     publish_markdown(key=f"evaluation-{split}-report", markdown=ui_markdown, description=f"Evaluation report ({report})")
     for _, path in traces[:1]:
@@ -716,4 +797,7 @@ def evaluation_report(
             description=f"HTML trace of the worst {main} claim, served by `baleen reports serve` (start it, then open this); the same trace is the markdown artifact evaluation-{split}-worst-1",
         )
     run_logger().info("evaluation report: %s\n%s", report, table)
-    return {"report": str(report), "summary": summary, "differences": differences, "plots": [str(p) for p in paths.values()], "traces": [str(p) for _, p in traces]}
+    return {
+        "report": str(report), "summary": summary, "differences": differences, "plots": [str(p) for p in paths.values()], "traces": [str(p) for _, p in traces],
+        "unresolved_claims": unresolved,
+    }

@@ -205,19 +205,55 @@ def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
     if "hop_traces" in views:
         suite.append(
             gxe.UnexpectedRowsExpectation(
-                description="each claim's traces run hop 1..hops, no passage enters the Retrieval@100 pool twice, and the final facts are the last hop's kept facts",
+                description=(
+                    "each claim's traces run hop 1..hops, no passage enters the Retrieval@depth pool twice, and the final facts are the "
+                    "last hop's evidence: at least 2 (or all stage 2 read, when it read fewer), from at most 4 passages"
+                ),
                 unexpected_rows_query=(
                     "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(pool_pids)) AS pooled, "
-                    "arg_max(kept_pids, hop) AS kept_pids, arg_max(kept_sids, hop) AS kept_sids FROM hop_traces GROUP BY system, uid), "
+                    "arg_max(evidence_pids, hop) AS evidence_pids, arg_max(evidence_sids, hop) AS evidence_sids, "
+                    "arg_max(len(stage2_pids), hop) AS last_read FROM hop_traces GROUP BY system, uid), "
                     "d AS (SELECT system, uid, count(DISTINCT pid) AS distinct_pooled "
                     "FROM (SELECT system, uid, unnest(pool_pids) AS pid FROM hop_traces) GROUP BY system, uid) "
                     "SELECT p.uid FROM {batch} p LEFT JOIN h USING (system, uid) LEFT JOIN d USING (system, uid) "
                     "WHERE h.n IS NULL OR h.first <> 1 OR h.last <> h.n OR h.n <> p.hops OR coalesce(d.distinct_pooled, 0) <> h.pooled "
-                    "OR h.kept_pids <> p.fact_pids OR h.kept_sids <> p.fact_sids"
+                    "OR h.evidence_pids <> p.fact_pids OR h.evidence_sids <> p.fact_sids "
+                    "OR len(p.fact_pids) < least(2, h.last_read) OR len(list_distinct(p.fact_pids)) > 4"
                 ),
             )
         )
     return suite
+
+
+def _hop_traces_suite(views: set[str]) -> list[gxe.Expectation]:
+    """Traces alone (the reader's training facts come as traces without predictions)."""
+    return [
+        gxe.ExpectCompoundColumnsToBeUnique(column_list=["system", "uid", "hop"]),
+        gxe.UnexpectedRowsExpectation(
+            description=(
+                "the context and the evidence are facts stage 2 read, the evidence at least 2 of them (or all, when it read fewer) "
+                "from at most 4 passages, and the fact columns align"
+            ),
+            unexpected_rows_query=(
+                "SELECT uid, hop FROM {batch} WHERE len(evidence_pids) <> len(evidence_sids) OR len(kept_pids) <> len(kept_sids) "
+                "OR len(stage2_pids) <> len(stage2_sids) OR len(evidence_pids) < least(2, len(stage2_pids)) "
+                "OR len(list_distinct(evidence_pids)) > 4 "
+                "OR NOT list_has_all(list_zip(stage2_pids, stage2_sids), list_zip(evidence_pids, evidence_sids)) "
+                "OR NOT list_has_all(list_zip(stage2_pids, stage2_sids), list_zip(kept_pids, kept_sids))"
+            ),
+        ),
+        gxe.UnexpectedRowsExpectation(
+            description="each claim's traces run hop 1..n and no passage enters its Retrieval@depth pool twice",
+            unexpected_rows_query=(
+                "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(pool_pids)) AS pooled "
+                "FROM {batch} GROUP BY system, uid), "
+                "d AS (SELECT system, uid, count(DISTINCT pid) AS distinct_pooled FROM (SELECT system, uid, unnest(pool_pids) AS pid FROM {batch}) "
+                "GROUP BY system, uid) "
+                "SELECT h.system, h.uid FROM h LEFT JOIN d USING (system, uid) "
+                "WHERE h.first <> 1 OR h.last <> h.n OR h.pooled <> coalesce(d.distinct_pooled, 0)"
+            ),
+        ),
+    ]
 
 
 #: Suite builders by artifact; each gets the names of the views available beside its batch.
@@ -230,6 +266,7 @@ SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
     "index_passages": _index_passages_suite,
     "hop_labels": _hop_labels_suite,
     "predictions": _predictions_suite,
+    "hop_traces": _hop_traces_suite,
 }
 
 

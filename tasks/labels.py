@@ -8,6 +8,7 @@ import pyarrow as pa
 from prefect import task
 
 from baleen_core.config import LabelConfig, SearchConfig
+from baleen_core.held_out import held_out_training_claims
 from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, order_hops, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
@@ -18,6 +19,17 @@ from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_l
 
 def labels_producer(round_number: int) -> str:
     return f"labels-r{round_number}"
+
+
+def held_out_training_uids(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, config: LabelConfig) -> set[str]:
+    """The resolved training claims no label round labels (``labels.held_out_share``): neither
+    FLIPR nor the condensers train on them; the reader trains on the engine's facts for them."""
+    rows = [r for r in store.read_table(claims, ["uid", "hpqa_id", "split", "resolved"]).to_pylist() if r["split"] == "train" and r["resolved"]]
+    facts: dict[str, list[tuple[str, int]]] = {}
+    for fact in store.read_table(gold_facts, ["uid", "title", "sid"]).to_pylist():
+        facts.setdefault(fact["uid"], []).append((fact["title"], fact["sid"]))
+    claims_with_titles = [{"uid": r["uid"], "hpqa_id": r["hpqa_id"], "supporting_facts": facts.get(r["uid"], [])} for r in rows]
+    return held_out_training_claims(claims_with_titles, config.held_out_share, config.held_out_seed)
 
 
 def _rows(labels: list[HopLabel], round_number: int, labeller: str) -> pa.Table:
@@ -61,11 +73,12 @@ def label_round(
     previous: ArtifactRef | None = None,
     force: bool = False,
 ) -> ArtifactRef:
-    """Order the gold passages of every resolved training claim into hops with ``labeller``
-    (``bm25``, or ``flipr`` over ``index``); compare with the ``previous`` round's labels."""
+    """Order the gold passages of every resolved training claim that is not held out
+    (``labels.held_out_share``) into hops with ``labeller`` (``bm25``, or ``flipr`` over
+    ``index``); compare with the ``previous`` round's labels."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = labels_producer(round_number)
-    params = {"round": round_number, "labeller": labeller, **config.model_dump(include={"depth", "n_negatives", "max_claims"})}
+    params = {"round": round_number, "labeller": labeller, **config.model_dump(include={"depth", "n_negatives", "max_claims", "held_out_share", "held_out_seed"})}
     sources = {"claims": claims.fingerprint, "passages": passages.fingerprint}
     if index is not None:
         sources["index"] = index.fingerprint
@@ -81,7 +94,8 @@ def label_round(
         ranker, _ = open_searcher(store, search, device, index)
     else:
         ranker = open_bm25(store, passages, sentences)
-    gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims]
+    held_out = held_out_training_uids(store, claims, gold_facts, config)
+    gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist()) if c.uid not in held_out][: config.max_claims]
     started, labels = time.perf_counter(), []
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
         for claim in gold:
@@ -95,8 +109,15 @@ def label_round(
     meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs=sources, params=params, flow_run=flow_run_info())
     with store.writer("hop_labels", **meta) as writer:
         writer.write(_rows(labels, round_number, labeller))
-        writer.stats = {"claims": len(gold), "by_hop": stats}
-    logger.info("round %d (%s): %d claims, %d hop labels in %.1f s", round_number, labeller, len(gold), len(labels), time.perf_counter() - started)
+        # a claim labels its num_hops hops: gold passages beyond them are left unassigned
+        unassigned = sum(len(claim.passages) > claim.num_hops for claim in gold)
+        writer.stats = {"claims": len(gold), "held_out_claims": len(held_out), "by_hop": stats, "claims_with_unassigned_gold": unassigned}
+    logger.info(
+        "round %d (%s): %d claims, %d hop labels in %.1f s; %d training claims held out for the reader", round_number, labeller, len(gold), len(labels),
+        time.perf_counter() - started, len(held_out),
+    )
+    if unassigned:
+        logger.warning("%d claims have more gold passages than hops: the engine runs num_hops hops, so the extra ones got no hop label", unassigned)
     publish_table(
         key=f"hop-labels-r{round_number}",
         table=stats,

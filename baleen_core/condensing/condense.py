@@ -7,11 +7,13 @@ Every function takes many queries at once, so the encoder sees full, length-sort
 - :func:`stage2_candidates` picks what stage 2 reads: the context facts first, then the best new
   stage-1 facts, ``top_facts`` in all (Baleen: 9). The context holds at most ``max_kept`` (5)
   facts, so at least 4 new ones always fit.
-- :func:`condense_stage2` scores each query's candidate facts jointly; :func:`kept_facts` keeps
-  the best ``max_kept`` (Baleen: 5) of those scoring above the threshold (0 unless calibrated,
-  :mod:`baleen_core.condensing.calibration`), and never fewer than ``min_kept`` (1; the reference: 0).
-- :func:`condense_hop` chains the three for one hop of many claims (what the engine, the reader's
-  training facts and the evaluation all run).
+- :func:`condense_stage2` scores each query's candidate facts jointly. Two rules read its scores,
+  as in the reference (``condense.py``, ``_stage2``), both over its best ``max_kept`` (5):
+  :func:`kept_facts`, the next hop's context, keeps those scoring above the threshold (0: P > 0.5);
+  :func:`evidence_facts`, the claim's evidence (the reference's ``L3x``), keeps those above
+  min(0, the second best) — so at least 2 — from the first 4 distinct passages.
+- :func:`condense_hop` chains them for one hop of many claims (what the engine, stage 2's
+  training examples and the condenser evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
 """
 
@@ -76,14 +78,32 @@ def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence
     return [scores.tolist() for scores in model.predict(windows, config.batch_size)]
 
 
-def kept_facts(candidates: Sequence, scores: Sequence[float], max_kept: int = 5, min_kept: int = 1, threshold: float = 0.0) -> list[tuple]:
-    """The facts stage 2 keeps, best first: of the best ``max_kept`` (Baleen: 5), those scoring
-    above ``threshold`` (0, i.e. P > 0.5, as Baleen; or one calibrated on held-out claims,
-    :mod:`baleen_core.condensing.calibration`), and at least the best ``min_kept`` (default 1, where the
-    reference keeps none: a HoVer claim always has supporting facts, so an empty set is never
-    right, and the next hop's context is never empty)."""
-    ranked = sorted(zip(candidates, scores, strict=True), key=lambda pair: -pair[1])[:max_kept]
+def ranked_by_score(candidates: Sequence[Sentence], scores: Sequence[float]) -> list[tuple[Sentence, float]]:
+    """(fact, score) pairs best first, as the reference sorts ``(score, (pid, sid))`` tuples in
+    reverse: equal scores go to the larger (pid, sid) first."""
+    return sorted(zip(candidates, scores, strict=True), key=lambda pair: (pair[1], pair[0].pid, pair[0].sid), reverse=True)
+
+
+def kept_facts(candidates: Sequence[Sentence], scores: Sequence[float], max_kept: int = 5, min_kept: int = 0, threshold: float = 0.0) -> list[tuple[Sentence, float]]:
+    """The next hop's context, best first: of the best ``max_kept`` (Baleen: 5), those scoring above
+    ``threshold`` (0, i.e. P > 0.5, as Baleen), and at least the best ``min_kept`` (the reference:
+    0, so a hop whose facts all score below the threshold hands on an empty context)."""
+    ranked = ranked_by_score(candidates, scores)[:max_kept]
     return [pair for i, pair in enumerate(ranked) if pair[1] > threshold or i < min_kept]
+
+
+def evidence_facts(candidates: Sequence[Sentence], scores: Sequence[float], top: int = 5, at_least: int = 2, max_passages: int = 4) -> list[tuple[Sentence, float]]:
+    """The reference's ``L3x`` facts, best first: of the best ``top`` (5), those scoring above
+    min(0, the ``at_least``-th best − 1e-10), so never fewer than ``at_least`` (2) and every fact
+    tied with the ``at_least``-th one; of those, only the facts of the first ``max_passages`` (4)
+    distinct passages in that order. With ``at_least`` candidates or fewer all of them are kept
+    (the reference indexes the second best and would fail on fewer than 2)."""
+    ranked = ranked_by_score(candidates, scores)[:top]
+    if len(ranked) > at_least:
+        floor = min(0.0, ranked[at_least - 1][1] - 1e-10)
+        ranked = [pair for pair in ranked if pair[1] > floor]
+    passages = set(list(dict.fromkeys(fact.pid for fact, _ in ranked))[:max_passages])
+    return [pair for pair in ranked if pair[0].pid in passages]
 
 
 @dataclass
@@ -91,7 +111,8 @@ class CondensedHop:
     ranked: list[ScoredSentence]  # stage 1, every sentence of the hop's passages, best first
     candidates: list[Sentence]  # what stage 2 read: the context, then the best new facts
     scores: list[float]  # stage 2's score of each candidate, aligned
-    kept: list[tuple[Sentence, float]]  # stage 2's kept facts with their scores, best first
+    kept: list[tuple[Sentence, float]]  # the next hop's context (kept_facts), best first
+    evidence: list[tuple[Sentence, float]]  # the claim's evidence if this is its last hop (evidence_facts), best first
 
 
 def condense_hop(
@@ -103,16 +124,22 @@ def condense_hop(
     config: CondenserConfig,
 ) -> list[CondensedHop]:
     """One hop for many claims: stage 1 over each claim's passages given its context, stage 2
-    over the context plus the best new facts, the kept facts (``config.max_kept``,
-    ``config.stage2_threshold``)."""
+    over the context plus the best new facts, and both rules over its scores: the next hop's
+    context (``config.max_kept``, ``min_kept``, ``stage2_threshold``) and the evidence
+    (``config.max_kept``, ``evidence_min_facts``, ``evidence_max_passages``)."""
     queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
     ranked = condense_stage1(stage1, queries, config)
     candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
     scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
     return [
-        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold))
+        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config))
         for r, cands, sc in zip(ranked, candidates, scores, strict=True)
     ]
+
+
+def hop_evidence(candidates: Sequence[Sentence], scores: Sequence[float], config: CondenserConfig) -> list[tuple[Sentence, float]]:
+    """:func:`evidence_facts` with the configured sizes."""
+    return evidence_facts(candidates, scores, config.max_kept, config.evidence_min_facts, config.evidence_max_passages)
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:

@@ -14,10 +14,10 @@ passages, and the claim's whole gold fact set.
   membership of the gold set; the context is the gold one and/or the claim's own earlier picks,
   wrong ones included (:func:`stage2_examples`). Loss: ``w · BCE per fact + (1 − w) · CE of each gold fact against
   all non-gold facts``.
-- **Reader**: claim + facts → SUPPORTED / NOT_SUPPORTED from [CLS], cross-entropy. Its facts are
-  the gold facts and/or what the trained condensers keep when they run hop by hop on their *own*
-  context over each hop's labelled passages (positive plus hard negatives), so it trains on
-  realistic noise: missed facts, extra facts.
+- **Reader**: claim + facts → SUPPORTED / NOT_SUPPORTED, cross-entropy. Its facts are the gold
+  facts and/or the final facts of an engine run over training claims that no retriever or
+  condenser trained on (:class:`ReaderClaim`), so it trains on the facts the engine hands it for
+  a new claim: 2 to 5 facts from up to 4 passages, missed facts and wrong ones included.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from baleen_core.condensing.condense import Stage1Query, condense_hop, condense_stage1, stage1_inputs, stage2_candidates
+from baleen_core.condensing.condense import Stage1Query, condense_stage1, stage1_inputs, stage2_candidates
 from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window, token_ids
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
@@ -220,36 +220,29 @@ def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser:
 
 
 # ---- reader -----------------------------------------------------------------------------------
-def condensed_facts(stage1: SequenceModel, stage2: SequenceModel, hops: Sequence[LabelledHop], condenser: CondenserConfig, negative_passages: int) -> dict[str, list[Sentence]]:
-    """Per claim, the facts the condensers keep when run hop by hop on their own context over each
-    labelled hop's passages (all claims' hop h in one batch)."""
-    by_claim = _hops_by_claim(hops)
-    context: dict[str, list[Sentence]] = {uid: [] for uid in by_claim}
-    for h in range(1, max((len(v) for v in by_claim.values()), default=0) + 1):
-        now = [v[h - 1] for v in by_claim.values() if len(v) >= h]
-        passages = [(hop.positive, *hop.negatives[:negative_passages]) for hop in now]
-        condensed = condense_hop(stage1, stage2, [hop.claim for hop in now], [context[hop.uid] for hop in now], passages, condenser)
-        for hop, result in zip(now, condensed, strict=True):
-            context[hop.uid] = [fact for fact, _ in result.kept]
-    return context
+@dataclass(frozen=True)
+class ReaderClaim:
+    """One training claim as the reader may read it."""
+
+    uid: str
+    claim: str
+    label: str | None
+    gold_facts: tuple[str, ...]  # its gold facts, "title | sentence"
+    engine_facts: tuple[str, ...] | None = None  # the engine's final facts, for a claim no retriever or condenser trained on
 
 
-def reader_examples(hops: Sequence[LabelledHop], condensed: dict[str, list[Sentence]] | None, inputs: str) -> list[ReaderExample]:
-    """One or two examples per labelled claim: its condensed facts and/or its gold facts."""
-    first: dict[str, LabelledHop] = {}
-    gold_facts: dict[str, list[Sentence]] = {}
-    for hop in sorted(hops, key=lambda x: (x.uid, x.hop)):
-        if hop.label not in READER_LABELS:
-            continue
-        first.setdefault(hop.uid, hop)
-        gold_facts.setdefault(hop.uid, []).extend(s for s in hop.positive.sentences if s.key in hop.gold)
+def reader_examples(claims: Sequence[ReaderClaim], inputs: str) -> list[ReaderExample]:
+    """One or two examples per labelled claim: its engine facts (``engine``; only claims that
+    have them) and/or its gold facts (``gold``); ``both`` gives each."""
     examples = []
-    for uid, hop in first.items():
-        label = READER_LABELS.index(hop.label)
-        if inputs in ("both", "condensed") and condensed is not None:
-            examples.append(ReaderExample(uid, hop.claim, tuple(s.fact for s in condensed.get(uid, [])), label))
+    for c in claims:
+        if c.label not in READER_LABELS:
+            continue
+        label = READER_LABELS.index(c.label)
+        if inputs in ("both", "engine") and c.engine_facts is not None:
+            examples.append(ReaderExample(c.uid, c.claim, c.engine_facts, label))
         if inputs in ("both", "gold"):
-            examples.append(ReaderExample(uid, hop.claim, tuple(s.fact for s in gold_facts[uid]), label))
+            examples.append(ReaderExample(c.uid, c.claim, c.gold_facts, label))
     return examples
 
 

@@ -13,7 +13,12 @@ supervision decides it with a retriever:
 
 Round 0 uses a heuristic retriever (BM25 or the untrained FLIPR); round r+1 relabels with the
 FLIPR trained on round r. A gold passage ranked beyond ``depth`` is recorded as *not reached*
-(rank None): it is still assigned, by exact score, so every gold passage gets a hop.
+(rank None): it is still assigned, by exact score.
+
+A round labels the hops the engine runs, ``num_hops``: a claim with more gold passages than hops
+leaves the rest unassigned (its last hop's ``remaining_gold`` still lists them; the round's
+statistics count such claims), and one with fewer has no label for its last hops. In HoVer the
+two agree for every hover-mini claim.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives
     context_pids: list[int] = []
     context_facts: list[str] = []
     labels = []
-    for hop in range(1, max(gold.num_hops, len(gold.passages)) + 1):
+    for hop in range(1, gold.num_hops + 1):
         if not remaining:
             break
         ranked = ranker.rank(gold.claim, context_facts, depth, set(context_pids))

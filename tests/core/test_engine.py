@@ -21,8 +21,8 @@ WORLD = [
 ]
 CLAIMS = [ClaimInput("a", "Glass Harbour was directed by a man born in Denmark.", 3), ClaimInput("b", "Tin Lanterns come from a city in England.", 2)]
 #: Small budgets so the rules bind on 7 passages; a threshold no untrained score reaches from
-#: above keeps every candidate up to ``max_kept``, so the cap is what decides.
-CONDENSER = CondenserConfig(device="cpu", top_facts=4, max_kept=2, stage2_threshold=-100.0)
+#: above keeps every candidate up to ``max_kept`` in the context, so the cap is what decides.
+CONDENSER = CondenserConfig(device="cpu", top_facts=4, max_kept=3, stage2_threshold=-100.0)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,9 @@ def test_each_claim_reads_depth_over_hops_passages_per_hop_and_keeps_at_most_max
     assert [len(v.hops) for v in verdicts] == [3, 2]
     assert [[len(h.retrieved) for h in v.hops] for v in verdicts] == [[2, 2, 2], [3, 3]]  # 6 // 3 and 6 // 2
     for v in verdicts:
-        assert v.facts == v.hops[-1].kept and len(v.facts) == CONDENSER.max_kept
+        assert len(v.hops[-1].kept) == CONDENSER.max_kept  # the context: every candidate above -100, up to the cap
+        # the final facts are the last hop's evidence (L3x): at least 2, at most max_kept, of at most 4 passages
+        assert v.facts == v.hops[-1].evidence and 2 <= len(v.facts) <= CONDENSER.max_kept and len({s.pid for s, _ in v.facts}) <= 4
         assert [score for _, score in v.facts] == sorted((score for _, score in v.facts), reverse=True)
         context: list = []
         for trace in v.hops:
@@ -93,16 +95,36 @@ def test_a_passage_read_but_not_kept_can_come_back_at_a_later_hop(models):
     assert len(verdicts[0].pool) == len(set(verdicts[0].pool)) == 7  # the pool filled with every passage once
 
 
-def test_no_fact_above_the_threshold_keeps_min_kept(models):
+def test_no_fact_above_the_threshold_hands_on_an_empty_context_but_the_evidence_keeps_two(models):
     high = CONDENSER.model_copy(update={"stage2_threshold": 100.0})
     verdicts, _ = run(models, CLAIMS[:1], condenser=high, depth=6)
-    assert all(len(h.kept) == 1 for h in verdicts[0].hops)  # min_kept = 1: the best fact
-    reference = high.model_copy(update={"min_kept": 0})
-    verdicts, _ = run(models, CLAIMS[:1], condenser=reference, depth=6)
-    assert all(h.kept == [] for h in verdicts[0].hops) and verdicts[0].facts == []  # the reference's rule: none
-    # the reader still reads the claim, alone
-    alone = read_verdicts(models[2], [CLAIMS[0].claim], [[]], ReaderConfig(device="cpu"))[0]
-    assert verdicts[0].prob_supported == pytest.approx(alone, abs=1e-5)
+    # the reference's rule: no fact scores above the threshold, so no context; every hop searches from the claim alone
+    assert all(h.kept == [] for h in verdicts[0].hops)
+    assert len({tuple(h.retrieved) for h in verdicts[0].hops}) == 1
+    # the evidence does not read the threshold: the best 2 (the second best is below 0 or not, min(0, it) lets both through)
+    assert len(verdicts[0].facts) >= 2 and verdicts[0].facts == verdicts[0].hops[-1].evidence
+    # min_kept asks for the best facts anyway
+    verdicts, _ = run(models, CLAIMS[:1], condenser=high.model_copy(update={"min_kept": 1}), depth=6)
+    assert all(len(h.kept) == 1 for h in verdicts[0].hops)
+    # the reader reads the claim and its final facts
+    expected = read_verdicts(models[2], [CLAIMS[0].claim], [[s.fact for s, _ in verdicts[0].facts]], ReaderConfig(device="cpu"))[0]
+    assert verdicts[0].prob_supported == pytest.approx(expected, abs=1e-5)
+
+
+def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_is_read(models):
+    with_reader, _ = run(models, CLAIMS, depth=6)
+    without, _ = run(models[:2] + (None,), CLAIMS, depth=6)
+    assert all(v.prob_supported is None for v in without) and all(v.prob_supported is not None for v in with_reader)
+    assert [[s.key for s, _ in v.facts] for v in without] == [[s.key for s, _ in v.facts] for v in with_reader]
+
+
+def test_a_retrieved_passage_without_text_is_an_error_naming_it(models):
+    from baleen_core.engine import MissingPassageText
+
+    by_pid = {p.pid: p for p in WORLD if p.pid != 2}  # the corpus lost "Glass Harbour", the index did not
+    retriever = Bm25Retriever([p.pid for p in WORLD], [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD])
+    with pytest.raises(MissingPassageText, match=r"pid 2\b.*baleen index --force"):
+        verify_claims(CLAIMS[:1], retriever, lambda pids: {pid: by_pid[pid] for pid in pids if pid in by_pid}, *models, CONDENSER, ReaderConfig(device="cpu"), depth=6)
 
 
 def test_single_hop_reads_the_whole_budget_once(models):
@@ -110,7 +132,7 @@ def test_single_hop_reads_the_whole_budget_once(models):
     assert seen == [(1, 2)]  # one hop for every claim
     assert [len(v.hops) for v in verdicts] == [1, 1]
     assert [len(v.hops[0].retrieved) for v in verdicts] == [6, 6]  # (6 // H) × H
-    assert all(len(v.facts) == CONDENSER.max_kept for v in verdicts)
+    assert all(2 <= len(v.facts) <= CONDENSER.max_kept for v in verdicts)
 
 
 class CountingRetriever(Bm25Retriever):
@@ -142,10 +164,11 @@ def test_several_thresholds_in_one_pass_equal_separate_runs_and_share_their_comm
             assert v.uid == w.uid and [s.key for s, _ in v.facts] == [s.key for s, _ in w.facts]
             assert v.prob_supported == pytest.approx(w.prob_supported, abs=1e-5)
             assert v.pool == w.pool
-            assert [(h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in v.hops] == [
-                (h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in w.hops
+            assert [(h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.evidence], [s.key for s, _ in h.stage2]) for h in v.hops] == [
+                (h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.evidence], [s.key for s, _ in h.stage2]) for h in w.hops
             ]
-    assert [len(v.facts) for v in together[0]] == [1, 1] and [len(v.facts) for v in together[1]] == [2, 2]  # the thresholds did differ
+    # the thresholds did differ: no context at all at 100, the capped context at -100
+    assert all(h.kept == [] for v in together[0] for h in v.hops) and all(len(v.hops[0].kept) == CONDENSER.max_kept for v in together[1])
     # hop 1 (no context) was ranked once per claim, not once per threshold; no hop asked twice
     assert len(retriever.batches[0]) == len(CLAIMS)
     assert all(len(batch) == len(set(batch)) for batch in retriever.batches)

@@ -61,21 +61,24 @@ def test_score_claim_hand_worked():
     facts = [(10, 0), (20, 3), (30, 2)]  # final facts, best first: one distractor fact from passage 30
     read = [10, 30, 40, 10, 20]  # hop 1 read 10, 30, 40; hop 2 read 10 again and 20
     pool = [10, 30, *range(100, 198), 20]  # 20 entered the pool 101st
-    scores = score_claim(facts, read, pool, gold, num_hops=2, predicted_label="SUPPORTED", gold_label="SUPPORTED")
+    scores = score_claim(facts, read, pool, gold, num_hops=2, predicted_label="SUPPORTED", gold_label="SUPPORTED", depth=100)
     # passages {10, 20, 30} vs gold {10, 20}: P = 2/3, R = 1, F1 = 0.8, not exact
     assert scores["passage_precision"] == pytest.approx(2 / 3) and scores["passage_recall"] == 1.0
     assert scores["passage_f1"] == pytest.approx(0.8) and scores["passage_em"] == 0.0
     # sentences: 2 of 3 predicted are gold, 2 of 3 gold found: P = R = F1 = 2/3
     assert scores["sentence_f1"] == pytest.approx(2 / 3) and scores["sentence_em"] == 0.0
     # both gold passages were read; but 20 is the pool's 101st passage, so Retrieval@100 misses
-    assert scores["retrieval_at_hops"] == 1.0 and scores["retrieval_at_100"] == 0.0
-    assert score_claim(facts, read, pool[:99] + [20], gold, 2, "SUPPORTED", "SUPPORTED")["retrieval_at_100"] == 1.0
-    assert score_claim(facts, read[:3], pool, gold, 2, "SUPPORTED", "SUPPORTED")["retrieval_at_hops"] == 0.0
+    assert scores["retrieval_at_hops"] == 1.0 and scores["retrieval_at_depth"] == 0.0
+    assert score_claim(facts, read, pool[:99] + [20], gold, 2, "SUPPORTED", "SUPPORTED", 100)["retrieval_at_depth"] == 1.0
+    # at depth 30 (the demo's) Retrieval@30 looks at the first 30: 20 is not there either, 10 alone would be
+    assert score_claim(facts, read, pool, gold, 2, "SUPPORTED", "SUPPORTED", 30)["retrieval_at_depth"] == 0.0
+    assert score_claim(facts, read, [10, 20, *range(100, 128)], gold, 2, "SUPPORTED", "SUPPORTED", 30)["retrieval_at_depth"] == 1.0
+    assert score_claim(facts, read[:3], pool, gold, 2, "SUPPORTED", "SUPPORTED", 100)["retrieval_at_hops"] == 0.0
     # HoVer score: the first 3 passages of the facts are 10, 20, 30; 10's top-2 sentences hold 0, 20's hold 3
     assert scores["label_accuracy"] == scores["hover_score"] == 1.0
-    wrong = score_claim(facts, read, pool, gold, 2, "NOT_SUPPORTED", "SUPPORTED")
+    wrong = score_claim(facts, read, pool, gold, 2, "NOT_SUPPORTED", "SUPPORTED", 100)
     assert wrong["label_accuracy"] == wrong["hover_score"] == 0.0
-    unlabelled = score_claim(facts, read, pool, gold, 2, "SUPPORTED", None)
+    unlabelled = score_claim(facts, read, pool, gold, 2, "SUPPORTED", None, 100)
     assert unlabelled["label_accuracy"] is None and unlabelled["hover_score"] is None
 
 
@@ -95,9 +98,11 @@ def test_gold_funnel_hand_worked():
     stage1 = [1, 1, 2]
     facts = [(1, 0), (7, 0), (1, 3)]  # only passage 1 survives to the final facts
     funnel = gold_funnel(retrieved, stage1, facts, gold)
-    assert funnel == {"gold_retrieved": pytest.approx(2 / 3), "gold_in_stage1": pytest.approx(2 / 3), "gold_in_facts": pytest.approx(1 / 3), "final_facts": 3}
+    assert funnel == {
+        "gold_retrieved": pytest.approx(2 / 3), "gold_in_stage1": pytest.approx(2 / 3), "gold_in_facts": pytest.approx(1 / 3), "final_facts": 3, "final_passages": 2,
+    }
     assert funnel["gold_in_facts"] == pytest.approx(set_prf({pid for pid, _ in facts}, {1, 2, 3}).recall)  # = passage recall
-    assert gold_funnel([], [], [], gold) == {"gold_retrieved": 0.0, "gold_in_stage1": 0.0, "gold_in_facts": 0.0, "final_facts": 0}
+    assert gold_funnel([], [], [], gold) == {"gold_retrieved": 0.0, "gold_in_stage1": 0.0, "gold_in_facts": 0.0, "final_facts": 0, "final_passages": 0}
     with pytest.raises(ValueError):
         gold_funnel([1], [1], [(1, 0)], [])
 

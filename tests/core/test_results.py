@@ -10,9 +10,9 @@ import pytest
 from baleen_core.results import RESULT_METRICS, majority_class, results_document, results_table
 
 
-def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED"):
+def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED", passages=2, depth=100):
     base = dict.fromkeys(RESULT_METRICS, 1.0)
-    return {**base, "uid": uid, "num_hops": hops, "passage_f1": passage_f1, "final_facts": facts, "gold_label": label}
+    return {**base, "uid": uid, "num_hops": hops, "passage_f1": passage_f1, "final_facts": facts, "final_passages": passages, "gold_label": label, "depth": depth}
 
 
 def test_results_document_has_the_shared_shape_and_hand_worked_values():
@@ -20,12 +20,15 @@ def test_results_document_has_the_shared_shape_and_hand_worked_values():
         "baleen": [_row("a", 2, 1.0, 5), _row("b", 2, 0.5), _row("c", 3, 0.0, 2, "NOT_SUPPORTED")],
         "bm25-multihop": [_row("a", 2, 0.5), _row("b", 2, 0.5), _row("c", 3, 0.5, 4, "NOT_SUPPORTED")],
     }
-    doc = results_document(rows, {"baleen": 0.25, "bm25-multihop": None}, "dev", 12.34, {"rounds": 1}, samples=200)
-    assert set(doc) == {"commit", "date", "machine", "split", "claims", "wall_seconds", "majority_class", "budgets", "systems", "paired"}
+    rows["baleen"][0]["final_passages"] = 4
+    doc = results_document(rows, {"baleen": 0.25, "bm25-multihop": None}, "dev", 12.34, {"rounds": 1}, samples=200, unresolved_claims=7)
+    assert set(doc) == {"commit", "date", "machine", "split", "claims", "unresolved_claims", "depth", "wall_seconds", "majority_class", "budgets", "systems", "paired"}
     assert doc["claims"] == 3 and doc["wall_seconds"] == 12.3 and doc["majority_class"] == pytest.approx(2 / 3)
+    assert doc["unresolved_claims"] == 7 and doc["depth"] == 100
     baleen = doc["systems"]["baleen"]
     assert set(baleen) == {"2", "3", "all"}
     assert baleen["2"]["passage_f1"]["mean"] == pytest.approx(0.75) and baleen["2"]["max_final_facts"] == 5 and baleen["3"]["max_final_facts"] == 2
+    assert (baleen["2"]["min_final_facts"], baleen["all"]["min_final_facts"], baleen["2"]["max_final_passages"], baleen["3"]["max_final_passages"]) == (3, 2, 4, 2)
     assert baleen["all"]["passage_f1"]["lo"] <= 0.5 <= baleen["all"]["passage_f1"]["hi"] and baleen["all"]["claims_per_s"] == 0.25
     paired = doc["paired"]["baleen-bm25-multihop"]
     assert paired["2"]["passage_f1"]["mean"] == pytest.approx(0.25) and paired["3"]["passage_f1"] == {"mean": -0.5, "lo": -0.5, "hi": -0.5}
@@ -35,7 +38,23 @@ def test_results_document_has_the_shared_shape_and_hand_worked_values():
     table = results_table(doc)
     assert "| baleen | 2 | 2 | 1.000 [1.000, 1.000] | 0.750 [" in table
     assert "| baleen-bm25-multihop | 3 | +1.000" not in table and "| baleen-bm25-multihop | 3 | +0.000 [+0.000, +0.000] | -0.500 [-0.500, -0.500] |" in table
-    assert "majority class 0.667" in table
+    assert "majority class 0.667" in table and "3 dev claims (7 left out: a gold fact did not resolve)" in table
+    assert "| retrieval@100 |" in table and "| final facts | max passages | claims/s |" in table and "| 2–5 | 4 | 0.250 |" in table
+    demo = results_document({"baleen": [_row("a", 2, 1.0, depth=30)]}, {}, "dev", None, samples=20)
+    assert demo["depth"] == 30 and "| retrieval@30 |" in results_table(demo)  # named by the depth it measures
+
+
+def test_an_older_results_file_keeps_its_retrieval_at_100_column():
+    rows = {"baleen": [_row("a", 2, 1.0), _row("b", 3, 0.5)]}
+    doc = results_document(rows, {}, "dev", None, samples=20)
+    for block in doc["systems"]["baleen"].values():  # a file written before the metric was named by its depth
+        block["retrieval_at_100"] = block.pop("retrieval_at_depth")
+        del block["min_final_facts"], block["max_final_passages"]
+    for key in ("depth", "unresolved_claims"):
+        del doc[key]
+    doc["paired"] = {}
+    table = results_table(doc)
+    assert table.splitlines()[0] == "| system | hops | claims | passage_em | passage_f1 | sentence_f1 | retrieval_at_100 | label_accuracy | hover_score | max facts | claims/s |"
 
 
 def test_majority_class_ignores_unlabelled_claims():

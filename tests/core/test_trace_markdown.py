@@ -13,9 +13,9 @@ def _trace() -> ClaimTrace:
     gold_b = TracedFact(2, 1, "Glass_Harbour", "It was directed by *Oren* Vask.", None, True)
     other = TracedFact(7, 0, "Leeds", "Leeds is a city.", 0.4, False)
     matches = (*(TokenMatch("claim", i, f"q{i}", f"d{i}", i, 0.5 + i / 100, True) for i in range(MATCHES_SHOWN + 2)), TokenMatch("context", 0, "skip", "me", 0, 0.99, False))
-    hop1 = TracedHop(1, (TracedPassage(1, "Kelda Marrow", "Kelda is an actress | singer.", 14.2, True, matches), TracedPassage(7, "Leeds", "Leeds is a city.", 9.1, False)), (gold_a, other), (gold_a,))
+    hop1 = TracedHop(1, (TracedPassage(1, "Kelda Marrow", "Kelda is an actress | singer.", 14.2, True, matches), TracedPassage(7, "Leeds", "Leeds is a city.", 9.1, False)), (gold_a, other), (gold_a,), (gold_a, other), (1, 7))
     # Kelda Marrow comes back at hop 2: her gold fact was still first retrieved at hop 1
-    hop2 = TracedHop(2, (TracedPassage(9, "Oslo", "Oslo is a city.", 8.0, False), TracedPassage(1, "Kelda Marrow", "Kelda is an actress | singer.", 7.5, True)), (), ())
+    hop2 = TracedHop(2, (TracedPassage(9, "Oslo", "Oslo is a city.", 8.0, False), TracedPassage(1, "Kelda Marrow", "Kelda is an actress | singer.", 7.5, True)), (), (), (gold_a, other), (9,))
     return ClaimTrace("u1", "baleen", "Kelda & co. starred in a thriller.", 2, "SUPPORTED", "NOT_SUPPORTED", 0.31, (hop1, hop2), (gold_a,), (gold_a, gold_b), {"passage_f1": 0.667, "hover_score": None})
 
 

@@ -43,19 +43,20 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     assert {r["split"] for r in calibration} == {"train"} and len({r["n"] for r in calibration}) == 1 and calibration[0]["n"] >= 1
 
     # depth 12 per claim (conftest.py): multi-hop systems hop num_hops times reading 12 // H passages
-    # each, single-hop reads (12 // H) × H once; the Retrieval@100 pool holds at most 12, distinct;
-    # no claim ends with more than max_kept facts
+    # each, single-hop reads (12 // H) × H once; the Retrieval@depth pool holds at most 12, distinct;
+    # every claim ends with the reference's L3x evidence: 2 to 5 facts from at most 4 passages
     hops = query(
         store,
         "SELECT t.system, bool_and(p.hops = c.num_hops) AS hops_ok, bool_and(n = 12 // c.num_hops * c.num_hops) AS read_ok, "
-        "bool_and(pooled <= 12 AND pooled = distinct_pooled) AS pool_ok, max(len(p.fact_pids)) AS most_facts FROM predictions p "
+        "bool_and(pooled <= 12 AND pooled = distinct_pooled) AS pool_ok, max(len(p.fact_pids)) AS most_facts, min(len(p.fact_pids)) AS fewest_facts, "
+        "max(len(list_distinct(p.fact_pids))) AS most_passages FROM predictions p "
         "JOIN claims c USING (uid) JOIN (SELECT system, uid, sum(len(retrieved_pids)) AS n, sum(len(pool_pids)) AS pooled, "
         "len(list_distinct(flatten(list(pool_pids)))) AS distinct_pooled FROM hop_traces WHERE producer LIKE 'eval-%' GROUP BY ALL) t USING (system, uid) "
         "WHERE p.producer LIKE 'eval-%' GROUP BY ALL ORDER BY ALL",
     ).to_pylist()
     assert {r["system"]: r["read_ok"] and r["pool_ok"] for r in hops} == dict.fromkeys(sorted(SYSTEMS), True)
     assert {r["system"]: r["hops_ok"] for r in hops} == {s: s != "single-hop" for s in sorted(SYSTEMS)}
-    assert max(r["most_facts"] for r in hops) <= 5
+    assert max(r["most_facts"] for r in hops) <= 5 and min(r["fewest_facts"] for r in hops) >= 2 and max(r["most_passages"] for r in hops) <= 4
 
     # passage F1 recomputed in plain SQL from predictions and gold_facts equals claim_metrics
     recomputed = query(
@@ -73,15 +74,25 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
         "max(abs(gold_in_facts - passage_recall)) AS recall_gap FROM claim_metrics",
     ).to_pylist()[0]
     assert funnel["narrows"] and funnel["recall_gap"] < 1e-9
-    # Retrieval@100 recomputed in SQL from the pool: every gold passage among the pool's pids
+    # Retrieval@depth recomputed in SQL from the pool: every gold passage among the pool's first `depth` (12) pids
     pooled = query(
         store,
         "WITH pool AS (SELECT system, uid, flatten(list(pool_pids ORDER BY hop)) AS pids FROM hop_traces WHERE producer LIKE 'eval-%' GROUP BY ALL), "
         "gold AS (SELECT uid, list(DISTINCT pid) AS pids FROM gold_facts GROUP BY uid) "
-        "SELECT count(*) FILTER (WHERE (len(list_intersect(pool.pids[1:100], gold.pids)) = len(gold.pids))::DOUBLE <> m.retrieval_at_100) AS wrong, "
-        "count(*) AS n FROM pool JOIN gold USING (uid) JOIN claim_metrics m USING (system, uid)",
+        "SELECT count(*) FILTER (WHERE (len(list_intersect(pool.pids[1:m.depth], gold.pids)) = len(gold.pids))::DOUBLE <> m.retrieval_at_depth) AS wrong, "
+        "count(*) FILTER (WHERE m.depth <> 12) AS other_depth, count(*) AS n FROM pool JOIN gold USING (uid) JOIN claim_metrics m USING (system, uid)",
     ).to_pylist()[0]
-    assert pooled["wrong"] == 0 and pooled["n"] == 12 * len(SYSTEMS)
+    assert pooled["wrong"] == 0 and pooled["other_depth"] == 0 and pooled["n"] == 12 * len(SYSTEMS)
+    # a gold passage is first retrieved at the hop that added it to the pool (one definition, in the plot and in SQL)
+    first = query(
+        store,
+        "WITH found AS (SELECT system, uid, hop, unnest(pool_pids) AS pid FROM hop_traces WHERE producer LIKE 'eval-%'), "
+        "gold AS (SELECT DISTINCT uid, pid FROM gold_facts), "
+        "expected AS (SELECT g.uid, f.system, list(f.hop ORDER BY g.pid) AS hops FROM gold g JOIN found f USING (uid, pid) GROUP BY ALL) "
+        "SELECT count(*) FILTER (WHERE list_filter(m.gold_first_hop, lambda x: x IS NOT NULL) <> e.hops) AS wrong, count(*) AS n "
+        "FROM claim_metrics m JOIN expected e USING (system, uid)",
+    ).to_pylist()[0]
+    assert first["wrong"] == 0 and first["n"] > 0
 
     # the report: markdown table for every system, three plots, HTML traces of the 2 worst claims
     reports = store.root / "reports" / pipeline_run / "evaluation"

@@ -164,11 +164,14 @@ def test_the_ui_splits_the_metric_table_into_narrow_ones():
     from baleen_tasks.evaluation import METRICS, UI_METRICS_PER_TABLE, markdown_table
 
     throughput = {"baleen": {"claims": 4, "seconds": 2.0, "claims_per_second": 2.0, "device": "cpu"}}
-    wide, narrow = markdown_table(_summary(), throughput), markdown_table(_summary(), throughput, UI_METRICS_PER_TABLE)
+    wide, narrow = markdown_table(_summary(), throughput, 30), markdown_table(_summary(), throughput, 30, UI_METRICS_PER_TABLE)
     headers = [line for line in narrow.splitlines() if line.startswith("| system | hops | claims |")]
     assert len(headers) == -(-len(METRICS) // UI_METRICS_PER_TABLE)
     assert all(line.count("|") - 4 <= UI_METRICS_PER_TABLE for line in headers)
-    assert [m.strip() for line in headers for m in line.strip("| ").split(" | ")[3:]] == list(METRICS)  # each once, in order
+    # each once, in order; Retrieval@depth named by the depth it measured
+    named = [m.replace("retrieval_at_depth", "retrieval@30") for m in METRICS]
+    assert [m.strip() for line in headers for m in line.strip("| ").split(" | ")[3:]] == named
+    assert "retrieval@30: every gold passage among the first 30 distinct passages" in wide and "retrieval_at_100" not in wide
     # the same cells, only regrouped: each system × hop count row once per table
     assert narrow.count("| baleen | all | 4 | 0.600 [0.500, 0.700]") == len(headers) and wide.count("| baleen | all | 4 |") == 1
     assert narrow.count("0.600 [0.500, 0.700]") == wide.count("0.600 [0.500, 0.700]")

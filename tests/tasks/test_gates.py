@@ -116,3 +116,34 @@ def test_mostly_quarantined_input_fails_the_rejects_gate(store):
     assert first_line.startswith("gate 'rejects' failed: at most 20% of an artifact's rows are quarantined (gates.max_reject_share)")
     assert "gold_facts" in first_line and "unknown_title" in first_line and "(1 unexpected rows)" in first_line
     assert run_gate(store, "rejects", refs, GateConfig(max_reject_share=0.75)).success  # exactly at the limit passes
+
+
+def _trace_row(uid, hop, stage2, kept, evidence, pool):
+    """One hop_traces row: facts as (pid, sid) pairs, scores made up."""
+
+    def facts(prefix, pairs):
+        return {f"{prefix}_pids": [p for p, _ in pairs], f"{prefix}_sids": [s for _, s in pairs], f"{prefix}_scores": [0.0] * len(pairs)}
+
+    return {"system": "baleen", "uid": uid, "hop": hop, "retrieved_pids": [p for p, _ in stage2], "retrieved_scores": [0.0] * len(stage2), "pool_pids": pool,
+            **facts("stage1", []), **facts("stage2", stage2), **facts("kept", kept), **facts("evidence", evidence)}
+
+
+def test_hop_traces_whose_evidence_breaks_the_l3x_rule_fail(store):
+    import pyarrow as pa
+
+    from baleen_schemas import HOP_TRACES
+
+    read = [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)]
+    good = [_trace_row("a", 1, read, read[:1], read[:3], [1, 2, 3]), _trace_row("a", 2, read, [], read[:4], [4, 5])]
+    refs = {"hop_traces": _write(store, "hop_traces", pa.Table.from_pylist(good, schema=HOP_TRACES.schema), producer="reader-facts")}
+    assert run_gate(store, "hop_traces", refs).success
+    bad = [
+        _trace_row("b", 1, read, [], read, [1, 2]),  # 5 passages of evidence
+        _trace_row("c", 1, read, [], read[:1], [1]),  # one fact though stage 2 read five
+        _trace_row("d", 1, read, [(9, 0)], read[:2], [1]),  # a context fact stage 2 never read
+        _trace_row("e", 2, read, [], read[:2], [1]),  # hops do not start at 1
+        _trace_row("f", 1, read, [], read[:2], [1, 2]), _trace_row("f", 2, read, [], read[:2], [2]),  # passage 2 enters the pool twice
+    ]
+    refs = {"hop_traces": _write(store, "hop_traces", pa.Table.from_pylist(bad, schema=HOP_TRACES.schema), run="r2", producer="reader-facts")}
+    gate = run_gate(store, "hop_traces", refs, raise_on_failure=False)
+    assert sorted(f["unexpected"] for f in gate.failures) == [2, 3]  # b, c, d by row; e, f by claim

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, evidence_facts, kept_facts, read_verdicts, stage2_candidates
 from baleen_core.condensing.condense import ScoredSentence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
@@ -97,10 +97,51 @@ def test_kept_facts_are_at_most_max_kept_of_the_positive_ones_best_first():
     # seven positive facts: Baleen keeps the best 5
     assert kept_facts(s, [0.1, 0.7, 0.3, 0.9, 0.2, 0.6, 0.4]) == [(s[3], 0.9), (s[1], 0.7), (s[5], 0.6), (s[6], 0.4), (s[2], 0.3)]
     assert kept_facts(s, [0.1, 0.7, 0.3, 0.9, 0.2, 0.6, 0.4], max_kept=2) == [(s[3], 0.9), (s[1], 0.7)]
-    # none positive: the best min_kept (default 1; the reference keeps none)
-    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1]) == [(s[3], -0.1)]
+    # none positive: the reference keeps none (the next hop searches from the claim alone) ...
+    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1]) == []
+    # ... unless min_kept asks for the best ones anyway
+    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1], min_kept=1) == [(s[3], -0.1)]
     assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1], min_kept=2) == [(s[3], -0.1), (s[0], -0.5)]
-    assert kept_facts(s[:4], [-0.5, -1.0, -2.0, -0.1], min_kept=0) == []
+    # a score equal to the threshold is not above it (the reference: score > 0)
+    assert kept_facts(s[:2], [0.0, 1.0]) == [(s[1], 1.0)]
+
+
+def fact(pid: int, sid: int = 0) -> Sentence:
+    return Sentence(pid, sid, f"T{pid}", f"s{pid}.{sid}")
+
+
+def test_evidence_keeps_the_reference_l3x_facts_hand_worked():
+    # from condense.py's _stage2: sort (score, (pid, sid)) in reverse, best 5; keep score >
+    # min(0, second best - 1e-10); then only the facts of the first 4 distinct passages
+    a, b, c, d = fact(1), fact(2), fact(3), fact(4)
+    # a negative second best: it and everything tied with it stay, lower ones go (3 facts)
+    assert evidence_facts([a, b, c, d], [0.5, -1.0, -1.0, -2.0]) == [(a, 0.5), (c, -1.0), (b, -1.0)]  # the tie: larger (pid, sid) first
+    assert evidence_facts([a, b, c, d], [0.3, -0.5, -0.7, -3.0]) == [(a, 0.3), (b, -0.5)]
+    # every score negative: still the best 2
+    assert evidence_facts([a, b, c], [-1.0, -2.0, -3.0]) == [(a, -1.0), (b, -2.0)]
+    # a positive second best: the rule is "> 0", so all positive ones of the best 5 (ties at the top included)
+    assert evidence_facts([a, b, c, d], [1.0, 1.0, 1.0, -0.2]) == [(c, 1.0), (b, 1.0), (a, 1.0)]
+    assert evidence_facts([a, b, c, d], [2.0, -0.5, 1.0, 0.0]) == [(a, 2.0), (c, 1.0)]  # 0.0 is not above 0
+
+
+def test_evidence_with_fewer_than_two_candidates_keeps_what_there_is():
+    # the reference reads preds[1] and would fail; here the evidence is everything stage 2 read
+    assert evidence_facts([fact(1)], [-3.0]) == [(fact(1), -3.0)]
+    assert evidence_facts([], []) == []
+    assert evidence_facts([fact(1), fact(2)], [-3.0, -4.0]) == [(fact(1), -3.0), (fact(2), -4.0)]
+
+
+def test_evidence_takes_the_best_five_then_at_most_four_passages():
+    five = [fact(p) for p in (1, 2, 3, 4, 5)]
+    # 5 positive facts from 5 passages: the fifth passage's fact goes
+    assert evidence_facts(five, [5.0, 4.0, 3.0, 2.0, 1.0]) == [(five[0], 5.0), (five[1], 4.0), (five[2], 3.0), (five[3], 2.0)]
+    # the passages are counted in score order, so a weak fact of an early passage stays
+    mixed = [fact(1, 0), fact(2), fact(3), fact(4), fact(5), fact(1, 1)]
+    assert evidence_facts(mixed, [5.0, 4.0, 3.0, 2.0, 1.5, 1.8]) == [(mixed[0], 5.0), (mixed[1], 4.0), (mixed[2], 3.0), (mixed[3], 2.0), (mixed[5], 1.8)]
+    # a sixth fact is never read: the best 5 first, then the passages
+    assert evidence_facts(mixed, [5.0, 4.0, 3.0, 2.0, 1.9, 0.5]) == [(mixed[0], 5.0), (mixed[1], 4.0), (mixed[2], 3.0), (mixed[3], 2.0)]
+    # the sizes are settings (the reference's: top 5, at least 2, 4 passages)
+    assert evidence_facts(five, [5.0, 4.0, -3.0, -2.0, -1.0], top=5, at_least=3, max_passages=2) == [(five[0], 5.0), (five[1], 4.0)]
 
 
 def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
@@ -116,9 +157,9 @@ def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
 
 
 def test_kept_facts_with_a_threshold():
-    s = ["a", "b", "c"]
-    assert kept_facts(s, [-0.5, -1.0, -2.0], threshold=-1.5) == [("a", -0.5), ("b", -1.0)]
-    assert kept_facts(s, [3.0, 2.0, 1.0], threshold=2.5) == [("a", 3.0)]
+    a, b, c = fact(1), fact(2), fact(3)
+    assert kept_facts([a, b, c], [-0.5, -1.0, -2.0], threshold=-1.5) == [(a, -0.5), (b, -1.0)]
+    assert kept_facts([a, b, c], [3.0, 2.0, 1.0], threshold=2.5) == [(a, 3.0)]
 
 
 def test_the_similarity_head_scores_scaled_cosine_of_pooled_spans_and_survives_a_round_trip(backbone, tmp_path):

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, read_verdicts
+from baleen_core.condensing import SequenceModel, Stage1Query, condense_stage1, condense_stage2, read_verdicts
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, default_backbone
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
+    ReaderClaim,
     ReaderExample,
     Stage2Example,
-    condensed_facts,
     contrastive_ce,
     reader_examples,
     stage1_examples,
@@ -90,17 +90,22 @@ def test_stage2_examples_report_ranking_progress_in_chunks_without_changing_the_
     assert max(ticks) == 2 and len(ticks) == {"gold": 3, "own": 3, "both": 4}[context]
 
 
-def test_reader_examples_pair_condensed_and_gold_facts_per_claim():
-    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1, "NOT_SUPPORTED"), hop("u3", 1, None)]
-    condensed = {"u1": [Sentence(5, 0, "X", "x.")], "u2": []}
-    both = reader_examples(hops, condensed, "both")
-    assert [(e.uid, e.facts, e.label) for e in both] == [
-        ("u1", ("X | x.",), 1),
-        ("u1", ("Gold1 | The key fact is here.", "Gold2 | The key fact is here."), 1),
+def test_reader_examples_pair_engine_and_gold_facts_per_claim():
+    claims = [
+        ReaderClaim("u1", "A claim.", "SUPPORTED", ("Gold1 | g.", "Gold2 | h."), ("X | x.", "Gold1 | g.")),  # held out: the engine ran on it
+        ReaderClaim("u2", "B claim.", "NOT_SUPPORTED", ("Gold1 | g.",), ()),  # held out, the engine found nothing worth keeping
+        ReaderClaim("u3", "C claim.", "SUPPORTED", ("Gold3 | k.",)),  # a claim the models trained on: gold facts only
+        ReaderClaim("u4", "D claim.", None, ("Gold4 | m.",), ("Y | y.",)),  # no label: not a training claim
+    ]
+    assert [(e.uid, e.facts, e.label) for e in reader_examples(claims, "both")] == [
+        ("u1", ("X | x.", "Gold1 | g."), 1),
+        ("u1", ("Gold1 | g.", "Gold2 | h."), 1),
         ("u2", (), 0),
-        ("u2", ("Gold1 | The key fact is here.",), 0),
-    ]  # u3 has no label: not a training claim
-    assert len(reader_examples(hops, condensed, "gold")) == 2
+        ("u2", ("Gold1 | g.",), 0),
+        ("u3", ("Gold3 | k.",), 1),
+    ]
+    assert [e.uid for e in reader_examples(claims, "engine")] == ["u1", "u2"]
+    assert [(e.uid, e.facts) for e in reader_examples(claims, "gold")] == [("u1", ("Gold1 | g.", "Gold2 | h.")), ("u2", ("Gold1 | g.",)), ("u3", ("Gold3 | k.",))]
 
 
 def rule_world(n: int, offset: int = 0):
@@ -178,12 +183,3 @@ def test_reader_learns_a_label_it_can_only_read_from_the_facts(tmp_path):
     accuracy = sum((p > 0.5) == bool(e.label) for p, e in zip(probs, test, strict=True)) / len(test)
     assert history[-1]["loss"] < history[0]["loss"]
     assert accuracy >= 0.8
-
-
-def test_condensed_facts_run_hop_by_hop_on_their_own_context():
-    stage1, stage2 = (SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2"))
-    hops = [hop("u1", 1), hop("u1", 2), hop("u2", 1)]
-    facts = condensed_facts(stage1, stage2, hops, CondenserConfig(device="cpu", top_facts=3, max_kept=2, stage2_threshold=-100.0), negative_passages=1)
-    assert set(facts) == {"u1", "u2"}
-    assert all(len(f) == 2 for f in facts.values())  # every candidate clears the threshold: max_kept decides
-    assert all(s.pid in (11, 12, 21, 22) for f in facts.values() for s in f)
