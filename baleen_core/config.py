@@ -177,7 +177,7 @@ class LabelConfig(_Strict):
     )
     depth: int = Field(default=100, ge=1, description="Ranks beyond this count as 'not reached'.")
     n_negatives: int = Field(default=8, ge=1, description="Hard negatives kept per hop.")
-    max_claims: int | None = Field(default=None, ge=1, description="Label only the first N training claims (smoke runs).")
+    max_claims: int | None = Field(default=None, ge=1, description="Use only the first N training claims by uid, held-out ones included (smoke runs).")
     held_out_share: float = Field(
         default=0.2, ge=0, lt=1,
         description="Share of the training claims (whole HotpotQA questions) that no label round labels, so that neither FLIPR nor the "

@@ -53,6 +53,7 @@ import hashlib
 import json
 import os
 import pickle
+import random
 import resource
 import shutil
 import sys
@@ -78,7 +79,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
 from baleen_core.condensing import READER_LABELS, PassageSentences, Sentence, SequenceModel  # noqa: E402
-from baleen_core.condensing.calibration import calibration_claims, choose_threshold, threshold_trial  # noqa: E402
+from baleen_core.condensing.calibration import choose_threshold, in_hop_mix, threshold_trial  # noqa: E402
 from baleen_core.config import (  # noqa: E402
     BaleenConfig,
     CondenserConfig,
@@ -95,7 +96,7 @@ from baleen_core.config import (  # noqa: E402
     default_backbone,
 )
 from baleen_core.engine import ClaimInput, Verdict, verify_claims  # noqa: E402
-from baleen_core.held_out import split_held_out  # noqa: E402
+from baleen_core.held_out import held_out_training_claims, split_held_out  # noqa: E402
 from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
@@ -105,7 +106,7 @@ from baleen_core.retrieval.building import encode_shard, merge_shards, train_cod
 from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
     LabelledHop,
-    condensed_facts,
+    ReaderClaim,
     reader_examples,
     stage1_examples,
     stage2_examples,
@@ -168,19 +169,26 @@ class Corpus:
 class Claims:
     """Resolved claims (``claims.resolved``) and their gold facts."""
 
-    rows: dict[str, dict]  # uid → {uid, claim, label, num_hops, split}
+    rows: dict[str, dict]  # uid → {uid, claim, label, num_hops, split, hpqa_id}
     gold: dict[str, set[tuple[int, int]]]  # uid → gold (pid, sid)
 
     def uids(self, split: str, limit: int | None) -> list[str]:
         """The first ``limit`` resolved claims of ``split`` by uid (the order every flow uses)."""
         return sorted(uid for uid, row in self.rows.items() if row["split"] == split)[:limit]
 
+    def held_out(self, config: LabelConfig) -> set[str]:
+        """tasks/labels.py's ``held_out_training_uids``: the training claims no label round labels
+        (gold passages stand in for their titles: one per title)."""
+        train = self.uids("train", config.max_claims)
+        claims = [{"uid": uid, "hpqa_id": self.rows[uid].get("hpqa_id"), "supporting_facts": sorted(self.gold.get(uid, ()))} for uid in train]
+        return held_out_training_claims(claims, config.held_out_share, config.held_out_seed)
+
     def gold_pids(self, uids: Sequence[str]) -> set[int]:
         return {pid for uid in uids for pid, _ in self.gold.get(uid, ())}
 
 
 def load_claims(data: Path) -> Claims:
-    rows = pq.read_table(data / "claims.parquet", columns=["uid", "claim", "label", "num_hops", "split", "resolved"]).to_pylist()
+    rows = pq.read_table(data / "claims.parquet", columns=["uid", "claim", "label", "num_hops", "split", "hpqa_id", "resolved"]).to_pylist()
     resolved = {r["uid"]: r for r in rows if r["resolved"]}
     gold: dict[str, set[tuple[int, int]]] = {}
     for fact in pq.read_table(data / "gold_facts.parquet", columns=["uid", "pid", "sid"]).to_pylist():
@@ -379,9 +387,13 @@ def label_round(ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: 
 
 
 def flipr_examples(labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, limit: int | None) -> list[FliprExample]:
-    """One example per labelled hop (tasks/training.py's ``flipr_examples``)."""
+    """One example per labelled hop (tasks/training.py's ``flipr_examples``): the claim's gold
+    passages are no in-batch negatives of its queries."""
     return [
-        FliprExample(claims.rows[h.uid]["claim"], tuple(h.context_facts), corpus.texts[h.positive_pid], tuple(corpus.texts[p] for p in h.negative_pids))
+        FliprExample(
+            claims.rows[h.uid]["claim"], tuple(h.context_facts), corpus.texts[h.positive_pid], tuple(corpus.texts[p] for p in h.negative_pids),
+            frozenset(corpus.texts[pid] for pid in claims.gold_pids([h.uid]) if pid in corpus.texts),
+        )
         for h in labels[:limit]
     ]
 
@@ -524,9 +536,12 @@ def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: 
     return flipr, record
 
 
-def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, work: Path, finished: Finished) -> tuple[tuple[SequenceModel, ...], dict]:
-    """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → reader (on both
-    stages' facts), each from the backbone with a seeded head, held-out claims split off."""
+def train_condensers_and_reader(
+    config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, retriever, work: Path, finished: Finished
+) -> tuple[tuple[SequenceModel, ...], dict]:
+    """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → the engine with
+    ``retriever`` and no reader over the held-out training claims → reader (on their final facts
+    and gold facts), each from the backbone with a seeded head, validation claims split off."""
     condenser, training = config.condenser, config.training
     cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
     stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
@@ -539,10 +554,18 @@ def train_condensers_and_reader(config: BaleenConfig, labels: Sequence[HopLabel]
     def stage2_set() -> list:  # the trained stage 1 ranks each hop's sentences
         return stage2_examples(stage1, labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples), condenser, cfg2)
 
-    def reader_set() -> list:
-        hops = labelled_hops(labels, claims, corpus, cfg3.negative_passages, max_claims=cfg3.max_examples)
-        condensed = condensed_facts(stage1, stage2, hops, condenser, cfg3.negative_passages) if cfg3.inputs != "gold" else None
-        return reader_examples(hops, condensed, cfg3.inputs)
+    def reader_set() -> list:  # tasks/condensing.py's reader_claims, after tasks/evaluation.py's verify_held_out
+        ev = config.evaluation
+        held = sorted(claims.held_out(config.labels))
+        verdicts = verify_claims(claim_inputs(claims, held), retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops)
+        final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in verdicts}
+        others = [uid for uid in claims.uids("train", config.labels.max_claims) if uid not in final][: cfg3.max_examples]
+
+        def gold_facts(uid: str) -> tuple[str, ...]:
+            return tuple(f"{corpus.titles[pid]} | {corpus.sentence_text[(pid, sid)]}" for pid, sid in sorted(claims.gold[uid]))
+
+        read = [ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], gold_facts(uid), final.get(uid)) for uid in [*held, *others]]
+        return reader_examples(read, cfg3.inputs)
 
     plan = (
         ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None),
@@ -560,7 +583,8 @@ def training_section(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25,
     """flows/training.py in memory: labels r0 (BM25) → [train FLIPR → re-index → relabel with it]
     per round → condensers and reader on the last labels."""
     started = time.perf_counter()
-    gold = claim_gold(claims, corpus, claims.uids("train", config.labels.max_claims))  # as the label task: the first max_claims by uid
+    held = claims.held_out(config.labels)  # as the label task: the first max_claims by uid, less the held-out ones
+    gold = claim_gold(claims, corpus, [uid for uid in claims.uids("train", config.labels.max_claims) if uid not in held])
     if config.labels.round0 != "bm25":
         raise ValueError("this benchmark labels round 0 with BM25 (labels.round0: bm25)")
     labels, record = finished.labels("labels-r0", lambda: label_round(bm25, gold, config.labels, 0, None))
@@ -576,7 +600,8 @@ def training_section(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25,
             ranker, previous = searcher(flipr, index, config), labels
             labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
             rounds.append(record)
-    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, work, finished)
+    retriever = flipr_system_retriever(flipr, index, config, bm25)
+    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
     return Trained(flipr, index, stage1, stage2, reader, labels), {
@@ -620,7 +645,7 @@ def calibrated_threshold(runs: Sequence[tuple[float, Sequence[Verdict]]], claims
     return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": [asdict(t) for t in trials]}
 
 
-def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims) -> list[dict]:
+def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, depth: int) -> list[dict]:
     """tasks/evaluation.py's ``claim_metric_rows``, from the verdicts instead of their
     ``predictions`` and ``hop_traces`` rows: HoVer's metrics and the gold funnel per claim."""
     rows = []
@@ -629,10 +654,7 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims) 
         facts = [(s.pid, s.sid) for s, _ in v.facts]
         label = READER_LABELS[int(v.prob_supported > 0.5)]
         stage1 = [s.pid for hop in v.hops for s, _ in hop.stage1_top]
-        first_hop: dict[int, int] = {}
-        for hop in v.hops:
-            for pid, _ in hop.retrieved:
-                first_hop.setdefault(pid, hop.hop)
+        first_hop = {pid: hop.hop for hop in v.hops for pid in hop.pool}  # the hop that added it to the pool
         rows.append(
             {
                 "system": system,
@@ -640,7 +662,8 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims) 
                 "num_hops": int(claim["num_hops"]),
                 "gold_label": claim["label"],
                 "label": label,
-                **score_claim(facts, v.retrieved_pids, v.pool, gold, int(claim["num_hops"]), label, claim["label"]),
+                "depth": depth,
+                **score_claim(facts, v.retrieved_pids, v.pool, gold, int(claim["num_hops"]), label, claim["label"], depth),
                 "gold_first_hop": [first_hop.get(pid) for pid in sorted({pid for pid, _ in gold})],
                 **gold_funnel(v.retrieved_pids, stage1, facts, gold),
             }
@@ -654,9 +677,10 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     from the timed runs, the full system on the first ``profile_claims`` dev claims under cProfile
     (where the host's time goes: ``engine.profile``)."""
     engine: dict = {}
-    cfg2 = config.training.stage2
-    hops = [(h.uid, h.positive_pid) for h in trained.condenser_labels]
-    held = calibration_claims(hops, cfg2.max_examples, cfg2.validation_share, cfg2.seed, config.evaluation.calibration_claims)
+    held = sorted(claims.held_out(config.labels))  # tasks/condensing.py's held_out_claims: a seeded draw in the training claims' hop mix
+    random.Random(config.labels.held_out_seed).shuffle(held)
+    train = claims.uids("train", config.labels.max_claims)
+    held = sorted(in_hop_mix(held, {uid: int(claims.rows[uid]["num_hops"]) for uid in train}, config.evaluation.calibration_claims))
     if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
         retriever, runs, seconds = flipr_system_retriever(trained.flipr, trained.index, config, bm25), [], 0.0
         for threshold in config.evaluation.stage2_thresholds:
@@ -676,7 +700,7 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
     metric_rows, speeds = {}, {}
     for system in systems:
         verdicts, speeds[system] = run_engine(system, retrievers[system](), trained, config, claims, corpus, dev)
-        metric_rows[system] = claim_metric_rows(system, verdicts, claims)
+        metric_rows[system] = claim_metric_rows(system, verdicts, claims, config.evaluation.depth)
         log(f"engine · {system}: {speeds[system]}")
     ev = config.evaluation
     main = "baleen" if "baleen" in metric_rows else systems[0]

@@ -22,9 +22,11 @@ def labels_producer(round_number: int) -> str:
 
 
 def held_out_training_uids(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, config: LabelConfig) -> set[str]:
-    """The resolved training claims no label round labels (``labels.held_out_share``): neither
-    FLIPR nor the condensers train on them; the reader trains on the engine's facts for them."""
-    rows = [r for r in store.read_table(claims, ["uid", "hpqa_id", "split", "resolved"]).to_pylist() if r["split"] == "train" and r["resolved"]]
+    """The resolved training claims no label round labels (``labels.held_out_share`` of the
+    first ``labels.max_claims`` by uid, or of all): neither FLIPR nor the condensers train on
+    them; the reader trains on the engine's facts for them."""
+    rows = sorted((r for r in store.read_table(claims, ["uid", "hpqa_id", "split", "resolved"]).to_pylist() if r["split"] == "train" and r["resolved"]), key=lambda r: r["uid"])
+    rows = rows[: config.max_claims]
     facts: dict[str, list[tuple[str, int]]] = {}
     for fact in store.read_table(gold_facts, ["uid", "title", "sid"]).to_pylist():
         facts.setdefault(fact["uid"], []).append((fact["title"], fact["sid"]))
@@ -95,7 +97,7 @@ def label_round(
     else:
         ranker = open_bm25(store, passages, sentences)
     held_out = held_out_training_uids(store, claims, gold_facts, config)
-    gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist()) if c.uid not in held_out][: config.max_claims]
+    gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
     started, labels = time.perf_counter(), []
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
         for claim in gold:
