@@ -86,6 +86,7 @@ def main() -> None:
     from baleen_core.config import BaleenConfig, default_store_root, demo_preset
     from baleen_core.results import results_document, results_table
     from baleen_storage import ArtifactStore
+    from baleen_tasks.evaluation import unresolved_claims
 
     walls, digests, store, refs = [], [], None, {}
     for run in range(args.runs):
@@ -101,8 +102,13 @@ def main() -> None:
     config = BaleenConfig.load(config_path) if config_path else demo_preset()
     budgets = {"training": config.training.model_dump(mode="json"), "labels": config.labels.model_dump(mode="json"),
                "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
-               "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept"}), "demo": config.demo.model_dump(mode="json")}
-    document = results_document(metric_rows, speed, args.split, walls[0], budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed, repo=ROOT)
+               "condenser": config.condenser.model_dump(mode="json", include={"top_facts", "max_kept", "min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages"}),
+               "demo": config.demo.model_dump(mode="json")}
+    claims = store.latest("claims", "claims")
+    document = results_document(
+        metric_rows, speed, args.split, walls[0], budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed, repo=ROOT,
+        unresolved_claims=unresolved_claims(store, claims, config.evaluation.split),
+    )
     document["runs"] = [{"wall_seconds": round(w, 1), "evaluation_digest": d} for w, d in zip(walls, digests, strict=True)]
     document["identical_runs"] = len(set(digests)) == 1 if len(digests) > 1 else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
