@@ -32,8 +32,9 @@ Edge cases, decided:
 - *Stage 2 reads fewer than 2 facts* (a hop whose passages hold one sentence and no context):
   the evidence is what it read (the reference would fail on it).
 - *The corpus runs out*: a hop simply reads fewer (or no) passages.
-- *A retrieved passage the corpus has no text for*: an error naming it (the index was built from
-  other passages), never a passage silently left out of the hop.
+- *A retrieved passage the corpus does not hold*: an error naming it (the index was built from
+  other passages), never a passage silently left out of the hop. One whose sentences are all
+  empty (a title alone) is read like any other and offers stage 1 nothing.
 - *A claim longer than the query budget*: the tokenizers cut it (FLIPR keeps the first
   ``query_maxlen`` claim tokens, the condensers ``claim_maxlen``); it is never dropped. FLIPR's
   context loses its tail past 448 positions, as the reference's; stage 1's context always keeps

@@ -47,13 +47,20 @@ READER_METRICS = ("reader_correct_gold", "reader_correct_final")
 
 
 def passages_by_pid(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, pids) -> dict[int, PassageSentences]:
+    """Every given pid the corpus holds, with its non-empty sentences (a passage whose sentences
+    are all empty comes with none); a pid the corpus does not hold is left out, and the engine
+    names it (:class:`~baleen_core.engine.MissingPassageText`)."""
     table = store.passage_sentences(passages, sentences, pids).to_pylist()
     grouped: dict[int, list[Sentence]] = {}
     titles: dict[int, str] = {}
     for row in table:
         titles[row["pid"]] = row["title"]
         grouped.setdefault(row["pid"], []).append(Sentence(row["pid"], row["sid"], row["title"], row["text"]))
-    return {pid: PassageSentences(pid, titles[pid], tuple(s)) for pid, s in grouped.items()}
+    found = {pid: PassageSentences(pid, titles[pid], tuple(s)) for pid, s in grouped.items()}
+    if untold := sorted(set(pids) - found.keys()):  # a passage whose every sentence is empty: a title, nothing to score
+        for row in store.passage_texts(passages, sentences, pids=untold).to_pylist():
+            found[row["pid"]] = PassageSentences(row["pid"], row["title"], ())
+    return found
 
 
 def labelled_hops(

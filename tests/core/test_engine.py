@@ -118,6 +118,15 @@ def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_i
     assert [[s.key for s, _ in v.facts] for v in without] == [[s.key for s, _ in v.facts] for v in with_reader]
 
 
+def test_a_passage_with_a_title_alone_is_read_and_offers_nothing(models):
+    world = [*WORLD, passage(8, "Glass Harbour directed Denmark")]  # BM25 ranks the title high; it has no sentence
+    by_pid = {p.pid: p for p in world}
+    retriever = Bm25Retriever([p.pid for p in world], [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in world])
+    verdicts = verify_claims(CLAIMS[:1], retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models, CONDENSER, ReaderConfig(device="cpu"), depth=6)
+    assert 8 in verdicts[0].retrieved_pids
+    assert all(s.pid != 8 for h in verdicts[0].hops for s, _ in h.stage2)
+
+
 def test_a_retrieved_passage_without_text_is_an_error_naming_it(models):
     from baleen_core.engine import MissingPassageText
 
