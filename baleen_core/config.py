@@ -242,7 +242,7 @@ class Stage2TrainingConfig(OptimizerConfig):
     context: Literal["gold", "own", "both"] = Field(
         default="both", description="Context facts of a hop's example: the gold ones, the claim's own earlier picks (wrong ones included), or one example of each."
     )
-    validation_share: float = Field(default=0.1, ge=0, lt=1, description="Share of training claims held out; the evaluation calibrates the stage-2 threshold on them.")
+    validation_share: float = Field(default=0.1, ge=0, lt=1, description="Share of training claims held out for the validation curve.")
 
 
 #: The reader's optional training rewrites (baleen_core.training.reader_augmentation).
@@ -273,10 +273,31 @@ class ReaderTrainingConfig(OptimizerConfig):
     )
 
 
+class ThresholdCalibrationConfig(_Strict):
+    """The context threshold (``condenser.stage2_threshold``), chosen once the condensers are
+    trained: the engine runs over the held-out training claims (``labels.held_out_share``) at every
+    threshold, and the one whose final facts score the best F1 against the gold facts is kept;
+    the reader trains on that threshold's facts, and the engine runs with it from then on. On
+    hover-mini's held-out claims it beat the reference's 0 by +0.017 [+0.002, +0.030] passage F1
+    (docs/benchmarks.md)."""
+
+    enabled: bool = Field(default=True, description="Choose the context threshold on the held-out training claims; off: condenser.stage2_threshold.")
+    thresholds: list[float] = Field(
+        # the grid's best value on hover-mini's held-out training claims sat at its top edge twice
+        # (0 of 0 … -3, then 2 of 2 … -2, with F1 rising to it): a best value at an edge says the
+        # grid ends too early, so it reaches 4
+        default_factory=lambda: [4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0],
+        min_length=1,
+        description="Stage-2 scores (logits) tried: 4, 3, 2, 1, 0, -1, -2 keep facts stage 2 thinks gold with P above 0.98, 0.95, 0.88, 0.73, "
+        "0.5, 0.27, 0.12.",
+    )
+
+
 class TrainingConfig(_Strict):
     flipr: FliprTrainingConfig = FliprTrainingConfig()
     stage1: Stage1TrainingConfig = Stage1TrainingConfig()
     stage2: Stage2TrainingConfig = Stage2TrainingConfig()
+    calibration: ThresholdCalibrationConfig = ThresholdCalibrationConfig()
     reader: ReaderTrainingConfig = ReaderTrainingConfig()
 
 
@@ -308,7 +329,11 @@ class CondenserConfig(_Strict):
     top_facts: int = Field(default=9, ge=1, description="Stage-2 input size: context facts first, then the best new stage-1 facts (Baleen: 9).")
     max_kept: int = Field(default=5, ge=1, description="Stage 2's best facts both rules read: the next hop's context and the evidence (Baleen: 5).")
     min_kept: int = Field(default=0, ge=0, description="Context facts kept even below the threshold (the reference: 0).")
-    stage2_threshold: float = Field(default=0.0, description="Stage-2 score above which a fact joins the next hop's context (0 = P > 0.5, as Baleen).")
+    stage2_threshold: float = Field(
+        default=0.0,
+        description="Stage-2 score above which a fact joins the next hop's context (0 = P > 0.5, as Baleen). With training.calibration on, "
+        "the threshold chosen in training (recorded with the reader) is used instead.",
+    )
     evidence_min_facts: int = Field(default=2, ge=1, description="The evidence keeps every fact above min(0, this-th best score): at least this many (the reference's L3x: 2).")
     evidence_max_passages: int = Field(default=4, ge=1, description="The evidence keeps the facts of this many distinct passages at most, the best first (the reference's L3x: 4).")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
@@ -391,24 +416,6 @@ class EvaluationConfig(_Strict):
     bootstrap: int = Field(default=1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals.")
     seed: int = 0
     worst_claims: int = Field(default=5, ge=0, description="HTML traces written for the full system's worst claims.")
-    calibrate_stage2: bool = Field(
-        default=False,
-        description="Run the full system on held-out training claims (labels.held_out_share) once per threshold in stage2_thresholds and set "
-        "condenser.stage2_threshold, the context rule's, to the one whose final facts score the best F1 (never on the evaluated split). "
-        "Off: the reference's threshold 0.",
-    )
-    stage2_thresholds: list[float] = Field(
-        # the grid's best value on hover-mini's held-out training claims sat at its top edge twice
-        # (0 of 0 … -3, then 2 of 2 … -2, with F1 rising to it): a best value at an edge says the
-        # grid ends too early, so it reaches 4 (the demo's held-out claims keep one fact from 2 up)
-        default_factory=lambda: [4.0, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0],
-        min_length=1,
-        description="Stage-2 thresholds (logits) tried by the calibration: 4, 3, 2, 1, 0, -1, -2 keep facts stage 2 thinks gold "
-        "with P above 0.98, 0.95, 0.88, 0.73, 0.5, 0.27, 0.12.",
-    )
-    calibration_claims: int = Field(
-        default=48, ge=1, description="Held-out training claims the calibration runs on, at most (of those no label round labelled)."
-    )
 
 
 class OrchestrationConfig(_Strict):
@@ -464,7 +471,7 @@ class BaleenConfig(_Strict):
         return value.expanduser().resolve()
 
     def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
-        """The same settings with ``condenser.stage2_threshold`` replaced (a calibrated one)."""
+        """The same settings with ``condenser.stage2_threshold`` replaced (the calibrated one)."""
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"stage2_threshold": threshold})})
 
     @classmethod
@@ -530,14 +537,13 @@ def demo_preset() -> BaleenConfig:
         labels=LabelConfig(rounds=1, relabel_for_condensers=True),
         # 700 passages need no compression: raw half floats skip the PQ training (about 15 s per index)
         index=IndexConfig(codec="fp16"),
-        # 24 claims: on 12, the thresholds' final-fact F1s were closer than their noise
-        evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"], calibration_claims=24),
+        evaluation=EvaluationConfig(depth=30, systems=["baleen", "bm25-multihop", "single-hop"]),
         training=TrainingConfig(
             flipr=FliprTrainingConfig(epochs=1, batch_size=16),
             stage1=Stage1TrainingConfig(max_examples=200, epochs=2, lr=2e-4, positives="gold_facts", negative_passages=1),
             # each hop read as the engine reads one, 9 passages (the engine: 7-15): with a single
             # hard negative stage 2 never saw the name-sharing look-alikes it must drop. Gold and own
-            # earlier context; a fifth of its claims held out to calibrate the threshold on (docs/demo.md)
+            # earlier context; a fifth of its claims held out for its validation curve (docs/demo.md)
             stage2=Stage2TrainingConfig(max_examples=400, epochs=2, negative_passages=8, context="both", validation_share=0.2),
             reader=ReaderTrainingConfig(max_examples=120, epochs=1),
         ),

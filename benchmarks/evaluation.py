@@ -17,7 +17,7 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
-        [--fusion none|bm25] [--min-kept N] [--calibrate-stage2]
+        [--fusion none|bm25] [--min-kept N]
 """
 
 from __future__ import annotations
@@ -54,10 +54,6 @@ def main() -> None:
     parser.add_argument("--stage2-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.stage2_cpu_precision (default: the training benchmark's)")
     parser.add_argument("--fusion", choices=["none", "bm25"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
-    parser.add_argument(
-        "--calibrate-stage2", action="store_true",
-        help="evaluation.calibrate_stage2: choose the context threshold on held-out training claims first (default: the reference's 0)",
-    )
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
@@ -95,8 +91,6 @@ def main() -> None:
         settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
     if args.min_kept is not None:
         settings["condenser"] = {**settings.get("condenser", {}), "min_kept": args.min_kept}
-    if args.calibrate_stage2:
-        evaluation["calibrate_stage2"] = True
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
 
     started = time.perf_counter()
@@ -114,7 +108,7 @@ def main() -> None:
     metric_rows = {key.split("/")[0]: store.read_table(ref).to_pylist() for key, ref in refs.items() if key.endswith("/claim_metrics")}
     speed = {key.split("/")[0]: ref.manifest.stats["claims_per_second"] for key, ref in refs.items() if key.endswith("/predictions")}
     budgets = {"training": settings.get("training"), "labels": config.labels.model_dump(mode="json"),
-               "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap", "calibrate_stage2"}),
+               "evaluation": config.evaluation.model_dump(mode="json", include={"depth", "k", "hops", "max_claims", "bootstrap"}),
                "search": config.search.model_dump(mode="json"),
                "condenser": config.condenser.model_dump(
                    mode="json", include={"scoring", "top_facts", "max_kept", "min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", *CPU_PRECISION_FIELDS}
@@ -122,7 +116,7 @@ def main() -> None:
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
     claims = store.latest("claims", "claims")
-    budgets["condenser"]["stage2_threshold"] = next(  # a calibrated threshold is the one the predictions were made with
+    budgets["condenser"]["stage2_threshold"] = next(  # the reader's (calibrated) threshold is the one the predictions were made with
         (ref.manifest.params["condenser"]["stage2_threshold"] for key, ref in refs.items() if key == "baleen/predictions"), config.condenser.stage2_threshold
     )
     document = results_document(

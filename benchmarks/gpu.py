@@ -22,8 +22,8 @@ finished):
   relabel with the trained FLIPR; condenser stage 1, stage 2, the reader; seconds, steps/s and
   losses per model;
 - ``engine``: ``baleen_core.engine.verify_claims`` over the dev claims, claims/s per system (the
-  full system and BM25 multi-hop by default), after calibrating the stage-2 threshold on held-out
-  training claims as the evaluation flow does;
+  full system and BM25 multi-hop by default), at the context threshold chosen in training on the
+  held-out training claims (``training.models.reader.calibration``), as the evaluation flow does;
 - ``engine.profile``: the full system once more on ``--profile-claims`` dev claims under cProfile
   (``baleen_core.profiling``): host seconds by package and the functions with the most own time,
   to see what holds claims/s down when the device is fast;
@@ -53,7 +53,6 @@ import hashlib
 import json
 import os
 import pickle
-import random
 import resource
 import shutil
 import sys
@@ -79,7 +78,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
 from baleen_core.condensing import READER_LABELS, PassageSentences, Sentence, SequenceModel  # noqa: E402
-from baleen_core.condensing.calibration import choose_threshold, in_hop_mix, threshold_trial  # noqa: E402
+from baleen_core.condensing.calibration import choose_threshold, threshold_trial  # noqa: E402
 from baleen_core.config import (  # noqa: E402
     BaleenConfig,
     CondenserConfig,
@@ -95,7 +94,7 @@ from baleen_core.config import (  # noqa: E402
     TrainingConfig,
     default_backbone,
 )
-from baleen_core.engine import ClaimInput, Verdict, verify_claims  # noqa: E402
+from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds  # noqa: E402
 from baleen_core.held_out import held_out_training_claims, split_held_out  # noqa: E402
 from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
@@ -518,6 +517,7 @@ class Trained:
     stage2: SequenceModel
     reader: SequenceModel
     condenser_labels: list[HopLabel]
+    context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
 
 
 def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, number: int, work: Path, finished: Finished) -> tuple[Flipr, dict]:
@@ -554,11 +554,21 @@ def train_condensers_and_reader(
     def stage2_set() -> list:  # the trained stage 1 ranks each hop's sentences
         return stage2_examples(stage1, labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples), condenser, cfg2)
 
-    def reader_set() -> list:  # tasks/condensing.py's reader_claims, after tasks/evaluation.py's verify_held_out
+    calibration: dict = {}
+
+    def reader_set() -> list:  # tasks/evaluation.py's verify_held_out, tasks/condensing.py's choose_context_threshold and reader_claims
         ev = config.evaluation
         held = sorted(claims.held_out(config.labels))
-        verdicts = verify_claims(claim_inputs(claims, held), retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops)
-        final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in verdicts}
+        thresholds = list(training.calibration.thresholds) if training.calibration.enabled else [condenser.stage2_threshold]
+        started = time.perf_counter()
+        runs = verify_claims_at_thresholds(
+            claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
+        )
+        trials = [threshold_trial(t, [[s.key for s, _ in v.facts] for v in verdicts], [claims.gold[v.uid] for v in verdicts]) for t, verdicts in zip(thresholds, runs, strict=True)]
+        best = choose_threshold(trials)
+        calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
+        log(f"context threshold: {calibration}")
+        final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in runs[thresholds.index(best.threshold)]}
         others = [uid for uid in claims.uids("train", config.labels.max_claims) if uid not in final][: cfg3.max_examples]
 
         def gold_facts(uid: str) -> tuple[str, ...]:
@@ -567,14 +577,17 @@ def train_condensers_and_reader(
         read = [ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], gold_facts(uid), final.get(uid)) for uid in [*held, *others]]
         return reader_examples(read, cfg3.inputs)
 
+    def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
+        return {**fit_held_out(*args), "calibration": calibration}
+
     plan = (
-        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None),
-        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None),
-        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3)),
+        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None, fit_held_out),
+        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None, fit_held_out),
+        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
     )
     records = {}
-    for name, model, examples, trainer, cfg, split in plan:
-        records[name] = finished.model(name, model, partial(fit_held_out, name, examples, trainer, cfg, work, split))
+    for name, model, examples, trainer, cfg, split, fit_model in plan:
+        records[name] = finished.model(name, model, partial(fit_model, name, examples, trainer, cfg, work, split))
         log(f"{name}: {records[name]}")
     return (stage1, stage2, reader), records
 
@@ -604,7 +617,7 @@ def training_section(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25,
     (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
-    return Trained(flipr, index, stage1, stage2, reader, labels), {
+    return Trained(flipr, index, stage1, stage2, reader, labels, condenser_records["reader"]["calibration"]["threshold"]), {
         "flipr_steps_per_s": round(float(np.mean([m["steps_per_s"] for m in flipr_steps])), 2),
         "seconds": round(time.perf_counter() - started, 1),
         "train_claims": len(gold),
@@ -637,14 +650,6 @@ def run_engine(system: str, retriever, trained: Trained, config: BaleenConfig, c
     return verdicts, {"claims": len(inputs), "seconds": round(seconds, 2), "claims_per_s": round(len(inputs) / max(seconds, 1e-9), 3), "claim_hops_per_s": round(hops / max(seconds, 1e-9), 3)}
 
 
-def calibrated_threshold(runs: Sequence[tuple[float, Sequence[Verdict]]], claims: Claims) -> dict:
-    """tasks/condensing.py's ``calibrate_stage2``: of the thresholds the engine ran with on the
-    held-out claims, the one whose final facts score the best F1 against the gold facts."""
-    trials = [threshold_trial(t, [[s.key for s, _ in v.facts] for v in verdicts], [claims.gold[v.uid] for v in verdicts]) for t, verdicts in runs]
-    best = choose_threshold(trials)
-    return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": [asdict(t) for t in trials]}
-
-
 def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, depth: int) -> list[dict]:
     """tasks/evaluation.py's ``claim_metric_rows``, from the verdicts instead of their
     ``predictions`` and ``hop_traces`` rows: HoVer's metrics and the gold funnel per claim."""
@@ -672,24 +677,12 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, 
 
 
 def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], profile_claims: int = 0) -> tuple[dict, dict]:
-    """flows/evaluation.py in memory: calibrate the stage-2 threshold on the training claims
-    stage 2 held out, then every system over the same dev claims, scored per claim; then, apart
-    from the timed runs, the full system on the first ``profile_claims`` dev claims under cProfile
-    (where the host's time goes: ``engine.profile``)."""
+    """flows/evaluation.py in memory: every system over the same dev claims at the context
+    threshold the reader trained with, scored per claim; then, apart from the timed runs, the
+    full system on the first ``profile_claims`` dev claims under cProfile (where the host's time
+    goes: ``engine.profile``)."""
     engine: dict = {}
-    held = sorted(claims.held_out(config.labels))  # tasks/condensing.py's held_out_claims: a seeded draw in the training claims' hop mix
-    random.Random(config.labels.held_out_seed).shuffle(held)
-    train = claims.uids("train", config.labels.max_claims)
-    held = sorted(in_hop_mix(held, {uid: int(claims.rows[uid]["num_hops"]) for uid in train}, config.evaluation.calibration_claims))
-    if config.evaluation.calibrate_stage2 and held:  # none held out (tiny budgets): keep the configured threshold
-        retriever, runs, seconds = flipr_system_retriever(trained.flipr, trained.index, config, bm25), [], 0.0
-        for threshold in config.evaluation.stage2_thresholds:
-            verdicts, speed = run_engine("baleen", retriever, trained, config.with_stage2_threshold(threshold), claims, corpus, held)
-            runs.append((threshold, verdicts))
-            seconds += speed["seconds"]
-        engine["calibration"] = {**calibrated_threshold(runs, claims), "seconds": round(seconds, 2)}
-        config = config.with_stage2_threshold(engine["calibration"]["threshold"])
-        log(f"stage-2 threshold: {engine['calibration']}")
+    config = config.with_stage2_threshold(trained.context_threshold)
     retrievers = {
         "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
         "single-hop": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),

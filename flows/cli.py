@@ -321,18 +321,11 @@ def verify(
     from baleen_core.condensing import READER_LABELS
     from baleen_core.engine import ClaimInput, verify_claims
     from baleen_tasks.condensing import passages_by_pid
-    from baleen_tasks.evaluation import engine_models, system_retriever
+    from baleen_tasks.evaluation import engine_models, system_retriever, trained_config
 
     cfg, db, models, passages, sentences = _evaluation_setup(config, system)
-    if cfg.evaluation.calibrate_stage2:
-        from baleen_storage import new_run_id
-        from baleen_tasks.evaluation import calibrated_config
-
-        claims = db.latest("claims", "claims")
-        gold_facts = db.get("gold_facts", claims.manifest.run_id, "claims")
-        # the evaluation flow's calibration runs, reused when they exist (a first call runs the engine on the held-out claims)
-        cfg = calibrated_config(str(db.root), claims, passages, sentences, gold_facts, models, cfg, new_run_id())
-        typer.echo(f"stage-2 threshold, calibrated on held-out training claims: {cfg.condenser.stage2_threshold:g}")
+    cfg = trained_config(cfg, models)  # the context threshold the reader was trained with
+    typer.echo(f"context threshold (the reader's, chosen in training): {cfg.condenser.stage2_threshold:g}")
     retriever = system_retriever(db, system, cfg, models, passages, sentences)
     stage1, stage2, reader = engine_models(models, cfg)
     texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731

@@ -1,13 +1,12 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
-    held-out-claims → verify-claims (full system, once per stage-2 threshold tried) → calibrate-stage2
-        (the threshold whose run ended closest to the gold facts, on training claims stage 2 held out)
     for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
         verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
 
 Models default to the newest trained ones in the store (the highest-round trained FLIPR index,
-the newest condenser and reader checkpoints); the pipeline passes its own.
+the newest condenser and reader checkpoints); the pipeline passes its own. The engine's context
+threshold is the one the reader was trained with (chosen in training, ``training.calibration``).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
 from baleen_storage.lineage import check_index_of, newest_index_of, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
-from baleen_tasks.evaluation import calibrated_config, evaluation_report, score_predictions, verify_split
+from baleen_tasks.evaluation import evaluation_report, score_predictions, trained_config, verify_split
 from baleen_tasks.validation import validate_artifact
 
 
@@ -73,8 +72,7 @@ def evaluation_flow(
     passages = passages_for_claims(store, claims, passages_run)
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
     models = trained_models(store, models, passages, claims)
-    if config.evaluation.calibrate_stage2:
-        config = calibrated_config(root, claims, passages, sentences, gold_facts, models, config, run_id, force)
+    config = trained_config(config, models)
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}
     for system in config.evaluation.systems:

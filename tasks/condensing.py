@@ -9,7 +9,6 @@ and trains through :func:`baleen_core.training.loop.train_epochs`, whose epoch c
 from __future__ import annotations
 
 import json
-import random
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -17,9 +16,9 @@ from dataclasses import asdict, replace
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import choose_threshold, in_hop_mix, threshold_trial
+from baleen_core.condensing.calibration import choose_threshold, threshold_trial
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, LabelConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -37,7 +36,6 @@ from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25
-from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, readable, run_logger
 from baleen_tasks.training import publish_trained_model
@@ -163,17 +161,15 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 
 
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
-#: examples depend on them, the reader's do (it trains on the engine's final facts)
+#: examples depend on them; the reader's do, through the fingerprint of the engine run it reads
+#: (which holds the threshold it really ran with, calibrated or not)
 KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages")
 
 
-def training_layout(condenser: CondenserConfig, model: str) -> dict:
-    """The condenser settings that shape ``model``'s (stage1, stage2, reader) training examples:
-    part of its fingerprint, so changing one retrains it and changing any other does not."""
-    excluded = {"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS}
-    if model != "reader":
-        excluded |= set(KEEPING_FIELDS)
-    return condenser.model_dump(mode="json", exclude=excluded)
+def training_layout(condenser: CondenserConfig) -> dict:
+    """The condenser settings that shape the models' training examples (their input layouts):
+    part of each one's fingerprint, so changing one retrains them and changing any other does not."""
+    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS, *KEEPING_FIELDS})
 
 
 @task(name="train-stage1", task_run_name="train-condenser-stage1 · round {round_number}", tags=[GPU_TAG])
@@ -192,7 +188,7 @@ def train_condenser_stage1(
 ) -> dict[str, ArtifactRef]:
     """Condenser stage 1 on one round's hop labels."""
     store, producer = ArtifactStore(store_root), f"stage1-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser, "stage1")}
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser)}
     fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=condenser.start("stage1"), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
@@ -220,7 +216,7 @@ def train_condenser_stage2(
 ) -> dict[str, ArtifactRef]:
     """Condenser stage 2 on the trained stage 1's candidates for each labelled hop."""
     store, producer = ArtifactStore(store_root), f"stage2-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser, "stage2")}
+    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser)}
     fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=condenser.start("stage2"), params=params, version=STAGE2_CHECKPOINT.version)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
@@ -253,14 +249,17 @@ def train_claim_reader(
     force: bool = False,
 ) -> dict[str, ArtifactRef]:
     """The reader on the final facts of ``engine_facts`` (the ``hop_traces`` of the engine's run
-    over the held-out training claims, :func:`~baleen_tasks.evaluation.verify_held_out`) and on
-    gold facts: of those claims and of up to ``max_examples`` other training claims."""
+    over the held-out training claims at the chosen context threshold,
+    :func:`~baleen_tasks.evaluation.verify_held_out`) and on gold facts: of those claims and of up
+    to ``max_examples`` other training claims. Its manifest records that threshold
+    (``context_threshold``): the engine runs with it whenever this reader reads its facts."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
         "training": config.model_dump(mode="json"),
-        "layout": training_layout(condenser, "reader"),
+        "layout": training_layout(condenser),
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+        "context_threshold": engine_facts.manifest.params["condenser"]["stage2_threshold"],
     }
     start = str(reader.checkpoint or reader.resolved_backbone())
     inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
@@ -288,10 +287,7 @@ def reader_claims(
 ) -> list[ReaderClaim]:
     """Every claim of the engine run with its final facts (its last hop's evidence) and gold
     facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
-    traces = store.read_table(engine_facts, ["uid", "hop", "evidence_pids", "evidence_sids"]).to_pylist()
-    last = {}
-    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
-        last[t["uid"]] = list(zip(t["evidence_pids"], t["evidence_sids"], strict=True))
+    last = final_facts_of(store, engine_facts)
     gold = {c.uid: c for c in gold_claims(store, claims, gold_facts, passages, sentences, "train")}
     others = sorted(uid for uid in gold if uid not in last)[:most_others]
     texts = passages_by_pid(store, passages, sentences, {pid for facts in last.values() for pid, _ in facts})
@@ -364,41 +360,33 @@ def gold_fact_sets(store: ArtifactStore, gold_facts: ArtifactRef, uids: Sequence
     return gold
 
 
-@task(name="held-out-claims")
-def held_out_claims(store_root: str, stage2: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, most: int) -> list[str]:
-    """The training claims the stage-2 threshold is calibrated on (never the evaluated split): up
-    to ``most`` of those no label round labelled for the models evaluated (``labels.held_out_share``
-    of the labels stage 2 trained on), so neither FLIPR nor the condensers trained on them, drawn
-    (seeded) in the training claims' mix of hop counts."""
-    store = ArtifactStore(store_root)
-    labels = next((ref for ref in store.refs("hop_labels") if ref.fingerprint == stage2.manifest.inputs.get("labels")), None)
-    if labels is None:
-        raise StoreError(f"the hop labels stage 2 ({stage2.path}) was trained on are gone; retrain it with `baleen train`")
-    split = LabelConfig.model_validate({key: labels.manifest.params[key] for key in ("held_out_share", "held_out_seed")})
-    held = sorted(held_out_training_uids(store, claims, gold_facts, split))
-    random.Random(split.held_out_seed).shuffle(held)
-    hop_counts = {r["uid"]: r["num_hops"] for r in store.read_table(claims, ["uid", "num_hops", "split", "resolved"]).to_pylist() if r["split"] == "train" and r["resolved"]}
-    return sorted(in_hop_mix(held, hop_counts, most))
+def final_facts_of(store: ArtifactStore, traces: ArtifactRef) -> dict[str, list[tuple[int, int]]]:
+    """Each claim's final facts in an engine run's ``hop_traces``: its last hop's evidence."""
+    last: dict[str, tuple[int, list[tuple[int, int]]]] = {}
+    for t in store.read_table(traces, ["uid", "hop", "evidence_pids", "evidence_sids"]).to_pylist():
+        if t["uid"] not in last or t["hop"] > last[t["uid"]][0]:
+            last[t["uid"]] = (t["hop"], list(zip(t["evidence_pids"], t["evidence_sids"], strict=True)))
+    return {uid: facts for uid, (_, facts) in last.items()}
 
 
-@task(name="calibrate-stage2")
-def calibrate_stage2(store_root: str, runs: list[tuple[float, ArtifactRef]], gold_facts: ArtifactRef) -> dict:
-    """The stage-2 threshold whose engine run (``runs``: each tried threshold with the
-    predictions of the full system on the held-out training claims) ended with the final facts
-    closest to the gold ones (:func:`~baleen_core.condensing.calibration.choose_threshold`);
-    every trial is published as a table."""
+@task(name="calibrate-context-threshold")
+def choose_context_threshold(store_root: str, runs: list[tuple[float, ArtifactRef]], gold_facts: ArtifactRef) -> dict:
+    """The context threshold whose engine run over the held-out training claims (``runs``: each
+    threshold tried with its ``hop_traces``) ended with the final facts closest to the gold ones
+    (:func:`~baleen_core.condensing.calibration.choose_threshold`); every trial is published as
+    a table."""
     store = ArtifactStore(store_root)
-    finals = {threshold: store.read_table(predictions, ["uid", "fact_pids", "fact_sids"]).to_pylist() for threshold, predictions in runs}
-    gold = gold_fact_sets(store, gold_facts, sorted({r["uid"] for rows in finals.values() for r in rows}))  # the same claims in every run
+    finals = {threshold: final_facts_of(store, traces) for threshold, traces in runs}
+    gold = gold_fact_sets(store, gold_facts, sorted({uid for facts in finals.values() for uid in facts}))  # the same claims in every run
     trials = []
-    for threshold, rows in finals.items():
-        rows = [r for r in rows if r["uid"] in gold]
-        trials.append(threshold_trial(threshold, [list(zip(r["fact_pids"], r["fact_sids"], strict=True)) for r in rows], [gold[r["uid"]] for r in rows]))
+    for threshold, facts in finals.items():
+        uids = sorted(uid for uid in facts if uid in gold)
+        trials.append(threshold_trial(threshold, [facts[uid] for uid in uids], [gold[uid] for uid in uids]))
     best = choose_threshold(trials)
     table = [
         {**{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(t).items()}, "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best}
         for t in trials
     ]
-    publish_table(key="stage2-threshold", table=table, description="Stage-2 thresholds tried by running the engine on held-out training claims")
-    run_logger().info("stage-2 threshold %s chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
+    publish_table(key="context-threshold", table=table, description="Context thresholds tried by running the engine on the held-out training claims")
+    run_logger().info("context threshold %g chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
     return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": table}

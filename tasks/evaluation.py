@@ -21,7 +21,6 @@ from uuid import UUID
 
 import pyarrow as pa
 from prefect import task
-from prefect.context import FlowRunContext
 
 from baleen_core.condensing import READER_LABELS, SequenceModel
 from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig
@@ -36,19 +35,26 @@ from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
-from baleen_tasks.condensing import calibrate_stage2, gold_fact_sets, held_out_claims, passages_by_pid
+from baleen_tasks.condensing import gold_fact_sets, passages_by_pid
 from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
-from baleen_tasks.validation import validate_artifact
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).
 ModelRefs = Mapping[str, ArtifactRef]
 
 
-def eval_producer(system: str, threshold: float | None = None) -> str:
-    """``eval-SYSTEM``, or ``calibrate-SYSTEM-tTHRESHOLD`` (e.g. ``calibrate-baleen-t-1``) for a calibration run at a stage-2 threshold."""
-    return f"eval-{system}" if threshold is None else f"calibrate-{system}-t{threshold:g}"
+def eval_producer(system: str) -> str:
+    """``eval-SYSTEM``: the producer of a system's evaluation artifacts."""
+    return f"eval-{system}"
+
+
+def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
+    """``config`` with the context threshold the reader was trained with (chosen in training when
+    ``training.calibration`` was on): the engine hands the reader facts made as its own were."""
+    reader = models.get("reader")
+    threshold = None if reader is None else reader.manifest.params.get("context_threshold")
+    return config if threshold is None else config.with_stage2_threshold(float(threshold))
 
 
 def unresolved_claims(store: ArtifactStore, claims: ArtifactRef, split: str) -> int:
@@ -60,7 +66,7 @@ def unresolved_claims(store: ArtifactStore, claims: ArtifactRef, split: str) -> 
 
 def evaluation_claims(store: ArtifactStore, claims: ArtifactRef, split: str, max_claims: int | None, uids: Sequence[str] | None = None) -> list[dict]:
     """Resolved claims of ``split``, by uid, the first ``max_claims`` of them; or, with ``uids``,
-    exactly those claims (whatever their split: the held-out training claims of a calibration)."""
+    exactly those claims (whatever their split: the held-out training claims)."""
     rows = [r for r in store.read_table(claims, ["uid", "claim", "label", "num_hops", "split", "resolved"]).to_pylist() if r["resolved"]]
     if uids is not None:
         wanted = set(uids)
@@ -152,26 +158,28 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
     return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), trace_table(system, verdicts)
 
 
-def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig, uids: Sequence[str] | None) -> tuple[str, dict, dict, str]:
-    """(producer, params, inputs, fingerprint) of one system's verification: of the evaluation
-    claims, or of exactly ``uids`` at the config's stage-2 threshold (a calibration run)."""
+def engine_settings(config: BaleenConfig) -> dict:
+    """The condenser settings an engine run depends on (float32 is how every run before the CPU
+    precision settings existed ran: those stay reusable)."""
+    return config.condenser.model_dump(
+        mode="json",
+        exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"},
+    )
+
+
+def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig) -> tuple[str, dict, dict, str]:
+    """(producer, params, inputs, fingerprint) of one system's verification of the evaluation claims."""
     ev = config.evaluation
-    producer = eval_producer(system, config.condenser.stage2_threshold if uids is not None else None)
     params = {
         "system": system,
-        "uids": sorted(uids) if uids is not None else None,
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
-        # float32 is how every run before the settings existed ran: those stay reusable
-        "condenser": config.condenser.model_dump(
-            mode="json",
-            exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"},
-        ),
+        "condenser": engine_settings(config),
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
         params["search"] = config.search.model_dump(mode="json")
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
-    return producer, params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
+    return eval_producer(system), params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 
 
 def run_engine(
@@ -228,46 +236,13 @@ def verify_split(
     """Run the engine for ``system`` on the evaluation claims; publish ``predictions`` and
     ``hop_traces`` (throughput in their manifests)."""
     store, ev = ArtifactStore(store_root), config.evaluation
-    producer, params, inputs, fp = verify_identity(system, claims, passages, models, config, None)
+    producer, params, inputs, fp = verify_identity(system, claims, passages, models, config)
     if not force and (reused := store.find_outputs(["predictions", "hop_traces"], producer, fp)):
         run_logger().info("%s already verified these claims: reusing run %s", system, reused["predictions"].manifest.run_id)
         return reused
     rows = evaluation_claims(store, claims, ev.split, ev.max_claims)
     verdicts, stats = run_engine(store, system, rows, [config.condenser.stage2_threshold], passages, sentences, models, config, f"verify {len(rows)} {ev.split} claims · {system}")
     return publish_verdicts(store, system, verdicts[0], stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
-
-
-@task(name="verify-at-thresholds", tags=[GPU_TAG])
-def verify_at_thresholds(
-    store_root: str,
-    claims: ArtifactRef,
-    passages: ArtifactRef,
-    sentences: ArtifactRef,
-    models: dict[str, ArtifactRef],
-    config: BaleenConfig,
-    uids: list[str],
-    run_id: str,
-    force: bool = False,
-) -> list[dict[str, ArtifactRef]]:
-    """The full system on exactly ``uids`` (held-out training claims) at every stage-2 threshold
-    of ``evaluation.stage2_thresholds``, in one engine pass; each threshold's ``predictions`` and
-    ``hop_traces`` are published under its own producer (``calibrate-baleen-tT``) and reused
-    when those claims were verified at that threshold before."""
-    store = ArtifactStore(store_root)
-    configs = [config.with_stage2_threshold(t) for t in config.evaluation.stage2_thresholds]
-    identities = [verify_identity("baleen", claims, passages, models, c, uids) for c in configs]
-    found = [None if force else store.find_outputs(["predictions", "hop_traces"], producer, fp) for producer, _, _, fp in identities]
-    missing = [i for i, refs in enumerate(found) if refs is None]
-    if missing:
-        rows = evaluation_claims(store, claims, config.evaluation.split, None, uids)
-        thresholds = [configs[i].condenser.stage2_threshold for i in missing]
-        label = f"verify {len(rows)} held-out training claims · baleen · {len(thresholds)} stage-2 thresholds"
-        verdicts, stats = run_engine(store, "baleen", rows, thresholds, passages, sentences, models, config, label)
-        for i, threshold_verdicts in zip(missing, verdicts, strict=True):
-            producer, params, inputs, fp = identities[i]
-            found[i] = publish_verdicts(store, "baleen", threshold_verdicts, stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
-    run_logger().info("calibration runs: %d verified now, %d reused", len(missing), len(found) - len(missing))
-    return found
 
 
 #: Producer of the engine's run over the held-out training claims: the reader's training facts.
@@ -283,14 +258,17 @@ def verify_held_out(
     sentences: ArtifactRef,
     models: dict[str, ArtifactRef],
     config: BaleenConfig,
+    thresholds: Sequence[float],
     run_id: str,
     force: bool = False,
-) -> ArtifactRef:
+) -> list[tuple[float, ArtifactRef]]:
     """The full system without its reader (``models``: ``index``, ``stage1``, ``stage2``) over the
     training claims no label round labelled (``labels.held_out_share``), so that neither FLIPR nor
-    the condensers trained on them, at the evaluation's settings: their final facts are shaped as
-    the engine's for a new claim, and the reader trains on them. Published as ``hop_traces``
-    (producer ``reader-facts``), reused when nothing they depend on changed."""
+    the condensers trained on them, at the evaluation's settings and at each context threshold of
+    ``thresholds`` (one engine pass, :func:`~baleen_core.engine.verify_claims_at_thresholds`):
+    their final facts are shaped as the engine's for a new claim; the calibration chooses a
+    threshold on them and the reader trains on its facts. Each threshold's run is published as
+    ``hop_traces`` (producer ``reader-facts``) and reused when nothing it depends on changed."""
     store = ArtifactStore(store_root)
     uids = sorted(held_out_training_uids(store, claims, gold_facts, config.labels))
     if not uids:
@@ -299,53 +277,29 @@ def verify_held_out(
             "claims to train on: raise labels.held_out_share, or train the reader on gold facts alone (training.reader.inputs: gold)"
         )
     used = {name: models[name] for name in ("index", "stage1", "stage2")}
-    params = {
-        "uids": uids,
-        "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
-        "condenser": config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint", *CPU_PRECISION_FIELDS}),
-        "search": config.search.model_dump(mode="json"),
-    }
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **{name: ref.fingerprint for name, ref in used.items()}}
-    fp = fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)
-    if not force and (reused := store.find("hop_traces", READER_FACTS_PRODUCER, fp)):
-        run_logger().info("the held-out training claims were verified with these models: reusing run %s", reused.manifest.run_id)
-        return reused
-    rows = evaluation_claims(store, claims, "train", None, uids)
-    label = f"verify {len(rows)} held-out training claims · baleen without its reader"
-    verdicts, stats = run_engine(store, "baleen", rows, [config.condenser.stage2_threshold], passages, sentences, used, config, label)
-    traces = trace_table("baleen", verdicts[0])
-    with store.writer("hop_traces", run_id=run_id, producer=READER_FACTS_PRODUCER, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
-        writer.write(traces)
-        writer.stats = stats
-    return writer.ref
-
-
-def _in_flow(task_):
-    """A task as a task inside a flow run (the evaluation flow), its plain function outside one
-    (``baleen verify``, which runs no flow)."""
-    return task_ if FlowRunContext.get() is not None else task_.fn
-
-
-def calibrated_config(
-    store_root: str, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, gold_facts: ArtifactRef,
-    models: dict[str, ArtifactRef], config: BaleenConfig, run_id: str, force: bool = False,
-) -> BaleenConfig:
-    """``config`` with the stage-2 threshold chosen on held-out training claims: the full system
-    runs on them at every threshold of ``evaluation.stage2_thresholds`` (one engine pass,
-    :func:`verify_at_thresholds`; each run reused when it was verified before) and
-    :func:`calibrate_stage2` keeps the best."""
-    held = _in_flow(held_out_claims)(store_root, models["stage2"], claims, gold_facts, config.evaluation.calibration_claims)
-    if not held:  # a tiny training budget held out no claim and read them all: nothing to calibrate on
-        run_logger().warning("no held-out training claims to calibrate on: keeping stage-2 threshold %g", config.condenser.stage2_threshold)
-        return config
-    label = f"calibrate · baleen · {len(config.evaluation.stage2_thresholds)} stage-2 thresholds · {len(held)} held-out training claims"
-    verified = _in_flow(verify_at_thresholds.with_options(task_run_name=label))(store_root, claims, passages, sentences, models, config, held, run_id, force)
-    runs = []
-    for threshold, refs in zip(config.evaluation.stage2_thresholds, verified, strict=True):
-        validate_artifact(store_root, "predictions", refs, config.gates)
-        runs.append((threshold, refs["predictions"]))
-    chosen = _in_flow(calibrate_stage2)(store_root, runs, gold_facts)
-    return config.with_stage2_threshold(chosen["threshold"])
+    identities = []
+    for threshold in thresholds:
+        params = {
+            "uids": uids,
+            "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
+            "condenser": engine_settings(config.with_stage2_threshold(threshold)),
+            "search": config.search.model_dump(mode="json"),
+        }
+        identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
+    found = {threshold: None if force else store.find("hop_traces", READER_FACTS_PRODUCER, fp) for threshold, _, fp in identities}
+    missing = [identity for identity in identities if found[identity[0]] is None]
+    if missing:
+        rows = evaluation_claims(store, claims, "train", None, uids)
+        label = f"verify {len(rows)} held-out training claims · baleen without its reader · {len(missing)} context threshold(s)"
+        verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label)
+        for (threshold, params, fp), threshold_verdicts in zip(missing, verdicts, strict=True):
+            with store.writer("hop_traces", run_id=run_id, producer=READER_FACTS_PRODUCER, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
+                writer.write(trace_table("baleen", threshold_verdicts))
+                writer.stats = stats
+            found[threshold] = writer.ref
+    run_logger().info("held-out training claims: %d threshold run(s) verified now, %d reused", len(missing), len(identities) - len(missing))
+    return [(threshold, found[threshold]) for threshold in thresholds]
 
 
 def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, uids: Sequence[str] | None = None) -> tuple[dict[str, dict], dict[str, set[tuple[int, int]]]]:

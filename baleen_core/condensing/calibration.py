@@ -1,75 +1,23 @@
-"""Stage 2's threshold, chosen on held-out training claims.
+"""The context threshold, chosen on training claims no model trained on.
 
-A threshold decides which facts stage 2 keeps at *every* hop, and the kept facts are the next
-hop's context: they steer FLIPR's query and stage 1's. So a threshold is judged by running the
-whole engine with it, not by re-cutting the last hop's scores: the engine runs once per candidate
-threshold on the same held-out training claims, and the threshold whose final facts best match
-the claims' gold facts (mean F1) wins. Never the evaluated split: these are training claims that
-stage 2 did not train on.
+The threshold decides which of stage 2's facts become the next hop's context, so it steers FLIPR's
+query and stage 1's at every later hop; the claim's final facts follow the evidence rule (the
+reference's L3x) whatever it is. A threshold is therefore judged by running the whole engine with
+it, not by re-cutting the last hop's scores: the engine runs over the held-out training claims
+(``labels.held_out_share``: neither FLIPR nor the condensers trained on them) once per candidate
+threshold, in one pass, and the threshold whose final facts best match the claims' gold facts
+(mean F1) wins. Never the evaluated split.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from baleen_core.metrics import set_prf
-from baleen_core.held_out import held_out_uids
 
 Fact = tuple[int, int]  # (pid, sid)
-
-
-def calibration_claims(hops: Sequence[tuple[str, int]], read: int | None, validation_share: float, seed: int, most: int) -> list[str]:
-    """At most ``most`` training claims stage 2 did not train on, those least like the ones it did,
-    in the training claims' mix of hop counts.
-
-    ``hops`` are the label round's (claim uid, positive passage) in label order, of which stage 2
-    read the first ``read`` (all of them when None). The candidates are the claims it held out of
-    those (its validation claims) and the claims it never read; they are taken in order of the
-    share of their gold passages that were positives of the hops it trained on, ties by a seeded
-    draw. A dev claim shares no chain with a training claim, but a held-out training claim of a
-    small world shares most of its passages with trained ones, and a choice made on those rewards
-    memory (on the tuning world a stage-2 change scored +0.05 final-fact F1 on such claims, −0.06
-    on the least alike and −0.03 on dev; docs/demo.md). The least alike lean to short claims,
-    which want a stricter threshold than 4-hop ones, so each hop count gets its share of the
-    ``most`` (:func:`in_hop_mix`). Sorted."""
-    read_hops = hops[:read]
-    read_uids = {uid for uid, _ in read_hops}
-    validation = held_out_uids(read_uids, validation_share, seed)
-    trained = {pid for uid, pid in read_hops if uid not in validation}
-    passages: dict[str, set[int]] = {}
-    for uid, pid in hops:
-        passages.setdefault(uid, set()).add(pid)
-    candidates = sorted(validation | (passages.keys() - read_uids))
-    draw = random.Random(seed)
-    tiebreak = {uid: draw.random() for uid in candidates}
-    ranked = sorted(candidates, key=lambda uid: (len(passages[uid] & trained) / len(passages[uid]), tiebreak[uid]))
-    return sorted(in_hop_mix(ranked, {uid: len(pids) for uid, pids in passages.items()}, most))
-
-
-def in_hop_mix(ranked: Sequence[str], hop_counts: Mapping[str, int], most: int) -> list[str]:
-    """The first ``most`` of ``ranked`` with each hop count's share set by its share of all of
-    ``hop_counts`` (largest remainders, ties to the longer claims); a hop count short of
-    candidates leaves its places to the next ranked claims of any count. In rank order."""
-    mix = Counter(hop_counts.values())
-    total = sum(mix.values())
-    places = {count: most * n // total for count, n in mix.items()}
-    by_remainder = sorted(mix, key=lambda count: (-(most * mix[count] % total), -count))
-    for count in by_remainder[: most - sum(places.values())]:
-        places[count] += 1
-    chosen: set[str] = set()
-    for uid in ranked:
-        if places[hop_counts[uid]] > 0:
-            places[hop_counts[uid]] -= 1
-            chosen.add(uid)
-    for uid in ranked:
-        if len(chosen) >= most:
-            break
-        chosen.add(uid)
-    return [uid for uid in ranked if uid in chosen]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ PIPELINE_CONFIG = (
     "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 2, round0: flipr, depth: 50}\n"
     "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2, max_examples: 40}, stage2: {epochs: 2, max_examples: 40},"
     " reader: {epochs: 2, batch_size: 8, max_examples: 20, augment: [swap, drop, shuffle]}}\n"
-    "evaluation: {depth: 12, worst_claims: 2, bootstrap: 200, calibrate_stage2: true}\n"
+    "evaluation: {depth: 12, worst_claims: 2, bootstrap: 200}\n"
 )
 
 

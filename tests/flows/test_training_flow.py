@@ -85,13 +85,26 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert 0 < reader_stats["rewritten_examples"] < reader_stats["examples"]
     # the held-out training claims: no label round labelled them (so neither FLIPR nor the condensers
     # trained on them); the engine ran over them without its reader, and the reader trained on their final facts
-    facts = store.latest("hop_traces", "reader-facts")
+    reader = store.latest("reader_checkpoint")
+    facts = next(ref for ref in store.refs("hop_traces", "reader-facts") if ref.fingerprint == reader.manifest.inputs["engine_facts"])
     held = set(facts.manifest.params["uids"])
     labelled = {r["uid"] for r in query(store, "SELECT DISTINCT uid FROM hop_labels").to_pylist()}
     training = {r["uid"] for r in query(store, "SELECT uid FROM claims WHERE split = 'train' AND resolved").to_pylist()}
     assert held and not held & labelled and held | labelled == training
-    assert {r["uid"] for r in store.read_table(facts, ["uid"]).to_pylist()} == held
-    assert store.latest("reader_checkpoint").manifest.inputs["engine_facts"] == facts.fingerprint and reader_stats["engine_claims"] == len(held)
+    assert {r["uid"] for r in store.read_table(facts, ["uid"]).to_pylist()} == held and reader_stats["engine_claims"] == len(held)
+    # the engine ran over them once per context threshold of the calibration; the reader trained on the
+    # facts of the threshold whose final facts matched the gold facts best, and records it
+    from baleen_core.condensing.calibration import choose_threshold, threshold_trial
+    from baleen_tasks.condensing import final_facts_of, gold_fact_sets
+
+    runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in store.refs("hop_traces", "reader-facts") if ref.manifest.run_id == facts.manifest.run_id}
+    assert sorted(runs) == sorted(BaleenConfig.load(config).training.calibration.thresholds)
+    gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
+    trials = []
+    for threshold, traces in runs.items():
+        finals = final_facts_of(store, traces)
+        trials.append(threshold_trial(threshold, [finals[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]))
+    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == choose_threshold(trials).threshold
 
     # and were measured on the dev claims' gold passages
     report = json.loads(next((store.root / "reports").glob("*/training/condensers-dev.json")).read_text())
