@@ -101,9 +101,14 @@ def main() -> None:
     from baleen_storage.catalog import query
     from baleen_storage.indexes import PRODUCER as UNTRAINED_INDEX_PRODUCER, open_bm25, open_searcher
 
+    from baleen_core.condensing import cpu_has_native_bfloat16
+
+    # the engine runs inside training too (over the held-out claims, once per context threshold):
+    # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
+    precision = "condenser: {stage1_cpu_precision: bfloat16}\n" if cpu_has_native_bfloat16() else ""
     config_path = work / "training.yaml"
     config_path.write_text(
-        f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n"
+        f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n{precision}"
         f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}}},\n"
         f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.stage1_negative_passages}, validation_share: 0.03}},\n"
         f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1}},\n"

@@ -353,6 +353,13 @@ class ArtifactStore:
         final = self.artifact_dir(manifest.name, manifest.run_id, manifest.producer)
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
+            published = Manifest.model_validate_json((final / MANIFEST_FILE).read_text()) if (final / MANIFEST_FILE).exists() else None
+            if published is not None and published.fingerprint != manifest.fingerprint:
+                # two different artifacts claiming one run's slot: the second would silently replace the first
+                raise StoreError(
+                    f"{final} already holds a different {manifest.name!r} of run {manifest.run_id!r} (fingerprint {published.fingerprint}, "
+                    f"not {manifest.fingerprint}): a step that publishes several versions in one run must give each its own producer"
+                )
             # Same run re-wrote this artifact (a retried task): swap atomically, then drop the old one.
             with self.scratch_dir("replaced") as trash:
                 os.rename(final, trash / "old")

@@ -245,8 +245,10 @@ def verify_split(
     return publish_verdicts(store, system, verdicts[0], stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
 
 
-#: Producer of the engine's run over the held-out training claims: the reader's training facts.
-READER_FACTS_PRODUCER = "reader-facts"
+def reader_facts_producer(threshold: float) -> str:
+    """``reader-facts-tTHRESHOLD`` (e.g. ``reader-facts-t-1``): the engine's run over the held-out
+    training claims at one context threshold, whose final facts the reader may train on."""
+    return f"reader-facts-t{threshold:g}"
 
 
 @task(name="verify-held-out", task_run_name="verify-held-out-claims · the reader's training facts", tags=[GPU_TAG])
@@ -268,7 +270,7 @@ def verify_held_out(
     ``thresholds`` (one engine pass, :func:`~baleen_core.engine.verify_claims_at_thresholds`):
     their final facts are shaped as the engine's for a new claim; the calibration chooses a
     threshold on them and the reader trains on its facts. Each threshold's run is published as
-    ``hop_traces`` (producer ``reader-facts``) and reused when nothing it depends on changed."""
+    ``hop_traces`` of its own producer (``reader-facts-tT``) and reused when nothing it depends on changed."""
     store = ArtifactStore(store_root)
     uids = sorted(held_out_training_uids(store, claims, gold_facts, config.labels))
     if not uids:
@@ -287,14 +289,14 @@ def verify_held_out(
             "search": config.search.model_dump(mode="json"),
         }
         identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
-    found = {threshold: None if force else store.find("hop_traces", READER_FACTS_PRODUCER, fp) for threshold, _, fp in identities}
+    found = {threshold: None if force else store.find("hop_traces", reader_facts_producer(threshold), fp) for threshold, _, fp in identities}
     missing = [identity for identity in identities if found[identity[0]] is None]
     if missing:
         rows = evaluation_claims(store, claims, "train", None, uids)
         label = f"verify {len(rows)} held-out training claims · baleen without its reader · {len(missing)} context threshold(s)"
         verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label)
         for (threshold, params, fp), threshold_verdicts in zip(missing, verdicts, strict=True):
-            with store.writer("hop_traces", run_id=run_id, producer=READER_FACTS_PRODUCER, fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
+            with store.writer("hop_traces", run_id=run_id, producer=reader_facts_producer(threshold), fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
                 writer.write(trace_table("baleen", threshold_verdicts))
                 writer.stats = stats
             found[threshold] = writer.ref

@@ -86,7 +86,8 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     # the held-out training claims: no label round labelled them (so neither FLIPR nor the condensers
     # trained on them); the engine ran over them without its reader, and the reader trained on their final facts
     reader = store.latest("reader_checkpoint")
-    facts = next(ref for ref in store.refs("hop_traces", "reader-facts") if ref.fingerprint == reader.manifest.inputs["engine_facts"])
+    reader_facts = [ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-t")]
+    facts = next(ref for ref in reader_facts if ref.fingerprint == reader.manifest.inputs["engine_facts"])
     held = set(facts.manifest.params["uids"])
     labelled = {r["uid"] for r in query(store, "SELECT DISTINCT uid FROM hop_labels").to_pylist()}
     training = {r["uid"] for r in query(store, "SELECT uid FROM claims WHERE split = 'train' AND resolved").to_pylist()}
@@ -97,7 +98,8 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     from baleen_core.condensing.calibration import choose_threshold, threshold_trial
     from baleen_tasks.condensing import final_facts_of, gold_fact_sets
 
-    runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in store.refs("hop_traces", "reader-facts") if ref.manifest.run_id == facts.manifest.run_id}
+    runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in reader_facts if ref.manifest.run_id == facts.manifest.run_id}
+    assert all(ref.manifest.producer == f"reader-facts-t{threshold:g}" for threshold, ref in runs.items())
     assert sorted(runs) == sorted(BaleenConfig.load(config).training.calibration.thresholds)
     gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
     trials = []

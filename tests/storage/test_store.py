@@ -72,11 +72,24 @@ def test_files_rotate_and_stream_in_batches(tmp_path):
 
 
 def test_rewrite_in_the_same_run_replaces_atomically(store):
-    for n in (2, 5):
-        with store.writer("passages", run_id="r", producer="corpus", fingerprint=f"fp{n}") as w:
+    for n in (2, 5):  # a retried task: the same inputs, so the same fingerprint
+        with store.writer("passages", run_id="r", producer="corpus", fingerprint="fp") as w:
             w.write(_passages(n))
     (ref,) = store.refs("passages")
-    assert ref.rows == 5 and ref.fingerprint == "fp5"
+    assert ref.rows == 5 and ref.fingerprint == "fp"
+
+
+def test_another_artifact_in_a_published_slot_is_refused_not_swapped_in(store):
+    from baleen_storage import StoreError
+
+    with store.writer("passages", run_id="r", producer="corpus", fingerprint="fp1") as w:
+        w.write(_passages(2))
+    with pytest.raises(StoreError, match="already holds a different 'passages' of run 'r'.*its own producer"):
+        with store.writer("passages", run_id="r", producer="corpus", fingerprint="fp2") as w:
+            w.write(_passages(5))
+    (ref,) = store.refs("passages")
+    assert ref.rows == 2 and ref.fingerprint == "fp1"  # the first is untouched
+    assert not list((store.root / "tmp").iterdir())  # and the refused one left nothing behind
 
 
 def test_paths_cannot_escape_the_store(store):
