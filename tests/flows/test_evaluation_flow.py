@@ -198,7 +198,7 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
 
     assert isinstance(system_retriever(store, "baleen", fused, models, passages, sentences), FusedRetriever)
     assert not isinstance(system_retriever(store, "baleen", plain, models, passages, sentences), FusedRetriever)
-    identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg, None)[3]  # noqa: E731
+    identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg)[3]  # noqa: E731
     assert identity("bm25-multihop", fused) == identity("bm25-multihop", plain)
     assert identity("baleen", fused) != identity("baleen", plain)
     for stage in ("stage1", "stage2"):
