@@ -23,7 +23,7 @@ finished):
   losses per model;
 - ``engine``: ``baleen_core.engine.verify_claims`` over the dev claims, claims/s per system (the
   full system and BM25 multi-hop by default), at the context threshold chosen in training on the
-  held-out training claims (``training.models.reader.calibration``), as the evaluation flow does;
+  held-out training claims (``training.calibration``), as the evaluation flow does;
 - ``engine.profile``: the full system once more on ``--profile-claims`` dev claims under cProfile
   (``baleen_core.profiling``): host seconds by package and the functions with the most own time,
   to see what holds claims/s down when the device is fast;

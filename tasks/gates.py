@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from baleen_core.runtime import apply_runtime_defaults
 
@@ -45,7 +46,7 @@ def _contiguous_sids(table: str) -> str:
     )
 
 
-def _passages_suite(views: set[str]) -> list[gxe.Expectation]:
+def _passages_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     suite = [
         gxe.ExpectColumnValuesToNotBeNull(column="pid"),
         gxe.ExpectColumnValuesToBeUnique(column="pid"),
@@ -66,7 +67,7 @@ def _passages_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
-def _sentences_suite(views: set[str]) -> list[gxe.Expectation]:
+def _sentences_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     suite = [
         gxe.ExpectCompoundColumnsToBeUnique(column_list=["pid", "sid"]),
         gxe.ExpectColumnValuesToNotBeNull(column="text"),
@@ -85,7 +86,7 @@ def _sentences_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
-def _claims_suite(views: set[str]) -> list[gxe.Expectation]:
+def _claims_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     return [
         gxe.ExpectColumnValuesToNotBeNull(column="uid"),
         gxe.ExpectColumnValuesToBeUnique(column="uid"),
@@ -104,7 +105,7 @@ def _claims_suite(views: set[str]) -> list[gxe.Expectation]:
     ]
 
 
-def _gold_facts_suite(views: set[str]) -> list[gxe.Expectation]:
+def _gold_facts_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     suite = [
         gxe.ExpectCompoundColumnsToBeUnique(column_list=["uid", "pid", "sid"]),
         gxe.ExpectColumnValuesToBeBetween(column="sid", min_value=0),
@@ -126,7 +127,7 @@ def _gold_facts_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
-def _rejects_suite(views: set[str]) -> list[gxe.Expectation]:
+def _rejects_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     return [
         gxe.ExpectColumnValuesToBeInSet(column="reason", value_set=[r.value for r in RejectReason]),
         gxe.ExpectColumnValuesToBeInSet(column="artifact", value_set=["passages", "claims", "gold_facts"]),
@@ -134,7 +135,7 @@ def _rejects_suite(views: set[str]) -> list[gxe.Expectation]:
     ]
 
 
-def _index_passages_suite(views: set[str]) -> list[gxe.Expectation]:
+def _index_passages_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     suite = [
         gxe.ExpectColumnValuesToNotBeNull(column="pid"),
         gxe.ExpectColumnValuesToBeUnique(column="pid"),
@@ -158,7 +159,7 @@ def _index_passages_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
-def _hop_labels_suite(views: set[str]) -> list[gxe.Expectation]:
+def _hop_labels_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     suite = [
         gxe.ExpectCompoundColumnsToBeUnique(column_list=["round", "uid", "hop"]),
         gxe.ExpectColumnValuesToBeBetween(column="hop", min_value=1, max_value=HOP_RANGE[1]),
@@ -189,7 +190,16 @@ def _hop_labels_suite(views: set[str]) -> list[gxe.Expectation]:
     return suite
 
 
-def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
+def _evidence_rule(params: Mapping[str, Any]) -> tuple[int, int]:
+    """(at least this many facts, from at most this many passages): the evidence rule the engine
+    ran with (``condenser.evidence_min_facts``, ``evidence_max_passages``; the reference's 2 and 4
+    for runs that did not record them)."""
+    condenser = params.get("condenser") or {}
+    return int(condenser.get("evidence_min_facts", 2)), int(condenser.get("evidence_max_passages", 4))
+
+
+def _predictions_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
+    least, most = _evidence_rule(params)
     suite = [
         gxe.ExpectCompoundColumnsToBeUnique(column_list=["system", "uid"]),
         gxe.ExpectColumnValuesToBeInSet(column="label", value_set=list(LABELS)),
@@ -207,7 +217,7 @@ def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
             gxe.UnexpectedRowsExpectation(
                 description=(
                     "each claim's traces run hop 1..hops, no passage enters the Retrieval@depth pool twice, and the final facts are the "
-                    "last hop's evidence: at least 2 (or all stage 2 read, when it read fewer), from at most 4 passages"
+                    f"last hop's evidence: at least {least} (or all stage 2 read, when it read fewer), from at most {most} passages"
                 ),
                 unexpected_rows_query=(
                     "WITH h AS (SELECT system, uid, count(*) AS n, min(hop) AS first, max(hop) AS last, sum(len(pool_pids)) AS pooled, "
@@ -218,26 +228,27 @@ def _predictions_suite(views: set[str]) -> list[gxe.Expectation]:
                     "SELECT p.uid FROM {batch} p LEFT JOIN h USING (system, uid) LEFT JOIN d USING (system, uid) "
                     "WHERE h.n IS NULL OR h.first <> 1 OR h.last <> h.n OR h.n <> p.hops OR coalesce(d.distinct_pooled, 0) <> h.pooled "
                     "OR h.evidence_pids <> p.fact_pids OR h.evidence_sids <> p.fact_sids "
-                    "OR len(p.fact_pids) < least(2, h.last_read) OR len(list_distinct(p.fact_pids)) > 4"
+                    f"OR len(p.fact_pids) < least({least}, h.last_read) OR len(list_distinct(p.fact_pids)) > {most}"
                 ),
             )
         )
     return suite
 
 
-def _hop_traces_suite(views: set[str]) -> list[gxe.Expectation]:
+def _hop_traces_suite(views: set[str], params: Mapping[str, Any]) -> list[gxe.Expectation]:
     """Traces alone (the reader's training facts come as traces without predictions)."""
+    least, most = _evidence_rule(params)
     return [
         gxe.ExpectCompoundColumnsToBeUnique(column_list=["system", "uid", "hop"]),
         gxe.UnexpectedRowsExpectation(
             description=(
-                "the context and the evidence are facts stage 2 read, the evidence at least 2 of them (or all, when it read fewer) "
-                "from at most 4 passages, and the fact columns align"
+                f"the context and the evidence are facts stage 2 read, the evidence at least {least} of them (or all, when it read fewer) "
+                f"from at most {most} passages, and the fact columns align"
             ),
             unexpected_rows_query=(
                 "SELECT uid, hop FROM {batch} WHERE len(evidence_pids) <> len(evidence_sids) OR len(kept_pids) <> len(kept_sids) "
-                "OR len(stage2_pids) <> len(stage2_sids) OR len(evidence_pids) < least(2, len(stage2_pids)) "
-                "OR len(list_distinct(evidence_pids)) > 4 "
+                "OR len(stage2_pids) <> len(stage2_sids) "
+                f"OR len(evidence_pids) < least({least}, len(stage2_pids)) OR len(list_distinct(evidence_pids)) > {most} "
                 "OR NOT list_has_all(list_zip(stage2_pids, stage2_sids), list_zip(evidence_pids, evidence_sids)) "
                 "OR NOT list_has_all(list_zip(stage2_pids, stage2_sids), list_zip(kept_pids, kept_sids))"
             ),
@@ -256,8 +267,9 @@ def _hop_traces_suite(views: set[str]) -> list[gxe.Expectation]:
     ]
 
 
-#: Suite builders by artifact; each gets the names of the views available beside its batch.
-SUITES: dict[str, Callable[[set[str]], list[gxe.Expectation]]] = {
+#: Suite builders by artifact; each gets the names of the views available beside its batch and
+#: the params its artifact was made with (the engine's evidence rule, for its outputs).
+SUITES: dict[str, Callable[[set[str], Mapping[str, Any]], list[gxe.Expectation]]] = {
     "passages": _passages_suite,
     "sentences": _sentences_suite,
     "claims": _claims_suite,
@@ -351,7 +363,7 @@ def run_gate(
             # SQLAlchemy reflects DuckDB list columns (e.g. hop_labels.negative_pids) as untyped;
             # the suites query them with SQL, so the type is not needed.
             warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
-            result = _validate(db_path, artifact, _table_expectations(artifact, views, gates) + SUITES[artifact](views))
+            result = _validate(db_path, artifact, _table_expectations(artifact, views, gates) + SUITES[artifact](views, target.manifest.params))
     failures = [_failure(r, refs, artifact) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer
     report = store.write_report(run_id, f"validation/{producer}/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))

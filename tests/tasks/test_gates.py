@@ -10,8 +10,8 @@ from baleen_storage.catalog import query
 from baleen_tasks.gates import GateFailed, run_gate
 
 
-def _write(store, name, rows, run="r1", producer="corpus"):
-    with store.writer(name, run_id=run, producer=producer, fingerprint="fp") as w:
+def _write(store, name, rows, run="r1", producer="corpus", params=None):
+    with store.writer(name, run_id=run, producer=producer, fingerprint="fp", params=params) as w:
         w.write(rows)
     return w.ref
 
@@ -147,3 +147,19 @@ def test_hop_traces_whose_evidence_breaks_the_l3x_rule_fail(store):
     refs = {"hop_traces": _write(store, "hop_traces", pa.Table.from_pylist(bad, schema=HOP_TRACES.schema), run="r2", producer="reader-facts")}
     gate = run_gate(store, "hop_traces", refs, raise_on_failure=False)
     assert sorted(f["unexpected"] for f in gate.failures) == [2, 3]  # b, c, d by row; e, f by claim
+
+
+def test_hop_traces_are_checked_against_the_evidence_rule_the_engine_ran_with(store):
+    import pyarrow as pa
+
+    from baleen_schemas import HOP_TRACES
+
+    read = [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)]
+    rows = pa.Table.from_pylist([_trace_row("b", 1, read, [], read, [1, 2])], schema=HOP_TRACES.schema)  # 5 facts from 5 passages
+    five = {"condenser": {"evidence_min_facts": 2, "evidence_max_passages": 5}}
+    refs = {"hop_traces": _write(store, "hop_traces", rows, producer="reader-facts", params=five)}
+    assert run_gate(store, "hop_traces", refs).success
+    three = {"condenser": {"evidence_min_facts": 3, "evidence_max_passages": 5}}
+    short = pa.Table.from_pylist([_trace_row("c", 1, read, [], read[:2], [1])], schema=HOP_TRACES.schema)  # 2 facts where 3 were due
+    refs = {"hop_traces": _write(store, "hop_traces", short, run="r2", producer="reader-facts", params=three)}
+    assert not run_gate(store, "hop_traces", refs, raise_on_failure=False).success
