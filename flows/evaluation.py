@@ -1,7 +1,7 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
     for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
-        verify-claims → predictions + hop_traces → gate → score-predictions → claim_metrics
+        verify-claims → predictions + hop_traces → gates → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
 
 Models default to the newest trained ones in the store (the highest-round trained FLIPR index,
@@ -14,6 +14,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig
+from baleen_flows.config_check import config_checked
 from baleen_flows.run_names import evaluation_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, new_run_id
 from baleen_storage.indexes import PRODUCER, newest_full_interaction_index, newest_trained_index
@@ -54,6 +55,7 @@ INDEX_MODELS = ("index", "untrained_index", "colbert_index")
 
 
 @flow(name="evaluation", flow_run_name=evaluation_run_name, log_prints=True)
+@config_checked
 def evaluation_flow(
     config_path: str | None = None,
     run_id: str | None = None,
@@ -77,7 +79,8 @@ def evaluation_flow(
     outputs: dict[str, dict[str, ArtifactRef]] = {}
     for system in config.evaluation.systems:
         verified = verify_split(root, system, claims, passages, sentences, models, config, run_id, force)
-        validate_artifact(root, "predictions", verified, config.gates)
+        for gated in ("predictions", "hop_traces"):  # both gated: neither reaches the metrics or a later run before both pass
+            validate_artifact(root, gated, verified, config.gates)
         metrics = score_predictions(root, system, verified["predictions"], verified["hop_traces"], claims, gold_facts, run_id, force)
         outputs[system] = {**verified, "claim_metrics": metrics}
     evaluation_report(root, outputs, claims, gold_facts, passages, sentences, models, config, split, run_id)

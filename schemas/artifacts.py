@@ -32,6 +32,9 @@ class ArtifactSchema:
     description: str
     #: Rows are sorted by these columns within a write (helps DuckDB's zone maps).
     sort_by: tuple[str, ...] = field(default=())
+    #: Every run of it passes a validation gate (``baleen_tasks.gates``) before later stages may
+    #: read it: until then its step's outputs are held back (see ``ArtifactStore.release_state``).
+    gated: bool = False
 
     @property
     def columns(self) -> list[str]:
@@ -58,6 +61,7 @@ class RejectReason(str, Enum):
 
 PASSAGES = ArtifactSchema(
     name="passages",
+    gated=True,
     version=1,
     description="One row per corpus passage (a Wikipedia intro), after merging all sources.",
     key=("pid",),
@@ -77,6 +81,7 @@ PASSAGES = ArtifactSchema(
 
 SENTENCES = ArtifactSchema(
     name="sentences",
+    gated=True,
     version=1,
     description="One row per sentence; (pid, sid) is HoVer's (title, sentence index).",
     key=("pid", "sid"),
@@ -92,6 +97,7 @@ SENTENCES = ArtifactSchema(
 
 CLAIMS = ArtifactSchema(
     name="claims",
+    gated=True,
     version=1,
     description="One row per HoVer claim; flagged, never dropped, when some gold facts do not resolve.",
     key=("uid",),
@@ -113,6 +119,7 @@ CLAIMS = ArtifactSchema(
 
 GOLD_FACTS = ArtifactSchema(
     name="gold_facts",
+    gated=True,
     version=1,
     description="One row per supporting fact that resolved to a corpus sentence.",
     key=("uid", "pid", "sid"),
@@ -129,6 +136,7 @@ GOLD_FACTS = ArtifactSchema(
 
 REJECTS = ArtifactSchema(
     name="rejects",
+    gated=True,
     version=1,
     description="Quarantined input rows with the reason; input rows = output rows + rejects, always.",
     key=("artifact", "source_file", "line", "key"),
@@ -147,6 +155,7 @@ REJECTS = ArtifactSchema(
 
 INDEX_PASSAGES = ArtifactSchema(
     name="index_passages",
+    gated=True,
     version=1,
     description="One row per indexed passage: where its tokens live in a FLIPR index.",
     key=("pid",),
@@ -163,6 +172,7 @@ INDEX_PASSAGES = ArtifactSchema(
 
 HOP_LABELS = ArtifactSchema(
     name="hop_labels",
+    gated=True,
     version=1,
     description="Latent hop ordering: per training claim and hop, the positive gold passage, its rank and hard negatives.",
     key=("round", "uid", "hop"),
@@ -209,6 +219,7 @@ TRAINING_STEPS = ArtifactSchema(
 
 PREDICTIONS = ArtifactSchema(
     name="predictions",
+    gated=True,
     version=2,
     description="The engine's verdict per evaluated claim and system: label, P(SUPPORTED) and the final facts, best first.",
     key=("system", "uid"),
@@ -229,6 +240,7 @@ PREDICTIONS = ArtifactSchema(
 
 HOP_TRACES = ArtifactSchema(
     name="hop_traces",
+    gated=True,
     version=3,
     description="What the engine did at each hop: passages retrieved, new facts stage 2 read, the next hop's context, the evidence.",
     key=("system", "uid", "hop"),

@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 
 from baleen_schemas import ARTIFACTS, ArtifactSchema
-from baleen_storage.store import MANIFEST_FILE, ArtifactStore
+from baleen_storage.store import GATE_SUMMARY_SUFFIX, MANIFEST_FILE, ArtifactStore
 
 CATALOG_FILE = "catalog.duckdb"
 CATALOG_SQL_FILE = "catalog.sql"
@@ -36,6 +36,7 @@ _MANIFEST_COLUMNS = {
     "flow_run_name": "VARCHAR",
     "created_at": "TIMESTAMPTZ",
     "code_version": "VARCHAR",
+    "gated": "BOOLEAN",
 }
 _VALIDATION_COLUMNS = {
     "artifact": "VARCHAR",
@@ -84,24 +85,37 @@ def artifact_view_sql(store: ArtifactStore, schema: ArtifactSchema) -> str:
     return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols}, CAST(NULL AS VARCHAR) AS run, CAST(NULL AS VARCHAR) AS producer WHERE false"
 
 
-def _json_view_sql(view: str, glob: str, columns: dict[str, str], present: bool) -> str:
+def _json_select(glob: str, columns: dict[str, str], present: bool) -> str:
+    """SELECT over the JSON files matching ``glob``, typed; an empty typed SELECT when none is."""
     if present:
         spec = "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in columns.items()) + "}"
-        return f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_json({_quote(glob)}, columns = {spec}, format = 'auto')"
+        return f"SELECT * FROM read_json({_quote(glob)}, columns = {spec}, format = 'auto')"
     cols = ", ".join(f"CAST(NULL AS {t}) AS {k}" for k, t in columns.items())
-    return f"CREATE OR REPLACE VIEW {view} AS SELECT {cols} WHERE false"
+    return f"SELECT {cols} WHERE false"
+
+
+def _artifacts_view_sql(manifests: str) -> str:
+    """``artifacts``: every manifest, with ``status`` as :meth:`ArtifactStore.release_state`
+    decides it: ``failed`` when a gate of its step (run and producer) failed, ``pending`` when a
+    gated artifact of the step has no verdict yet, else ``released`` (what later stages read)."""
+    return (
+        f"CREATE OR REPLACE VIEW artifacts AS WITH m AS ({manifests}), "
+        "steps AS (SELECT m.run_id, m.producer, bool_or(v.success IS NOT NULL AND NOT v.success) AS failed, "
+        "bool_or(coalesce(m.gated, false) AND v.success IS NULL) AS pending "
+        "FROM m LEFT JOIN validations v ON v.run_id = m.run_id AND v.producer = m.producer AND v.artifact = m.name GROUP BY ALL) "
+        "SELECT m.*, CASE WHEN s.failed THEN 'failed' WHEN s.pending THEN 'pending' ELSE 'released' END AS status "
+        "FROM m JOIN steps s USING (run_id, producer)"
+    )
 
 
 def catalog_statements(store: ArtifactStore) -> list[str]:
     statements = [artifact_view_sql(store, schema) for schema in ARTIFACTS.values()]
+    validations = str(store.root / "reports" / "*" / "validation" / "*" / f"*{GATE_SUMMARY_SUFFIX}")
+    has_validations = any((store.root / "reports").glob(f"*/validation/*/*{GATE_SUMMARY_SUFFIX}"))
+    statements.append(f"CREATE OR REPLACE VIEW validations AS {_json_select(validations, _VALIDATION_COLUMNS, has_validations)}")
     manifests = str(store.root / "artifacts" / "*" / "*" / "*" / MANIFEST_FILE)
-    statements.append(
-        _json_view_sql("artifacts", manifests, _MANIFEST_COLUMNS, any((store.root / "artifacts").glob(f"*/*/*/{MANIFEST_FILE}")))
-    )
-    validations = str(store.root / "reports" / "*" / "validation" / "*" / "*.summary.json")
-    statements.append(
-        _json_view_sql("validations", validations, _VALIDATION_COLUMNS, any((store.root / "reports").glob("*/validation/*/*.summary.json")))
-    )
+    has_manifests = any((store.root / "artifacts").glob(f"*/*/*/{MANIFEST_FILE}"))
+    statements.append(_artifacts_view_sql(_json_select(manifests, _MANIFEST_COLUMNS, has_manifests)))
     return statements
 
 

@@ -39,10 +39,13 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from baleen_schemas import ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
+from baleen_schemas import ARTIFACTS, ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
 from baleen_storage.locks import held_lock
 
 MANIFEST_FILE = "_manifest.json"
+#: The artifacts a gate validates before later stages may read them (``ArtifactSchema.gated``).
+GATED_ARTIFACTS = tuple(name for name, schema in ARTIFACTS.items() if schema.gated)
+GATE_SUMMARY_SUFFIX = ".summary.json"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -69,6 +72,46 @@ class Manifest(BaseModel):
     flow_run_name: str | None = None
     created_at: datetime
     code_version: str
+    #: Whether a gate must pass before later stages may read this artifact's step (see
+    #: :meth:`ArtifactStore.release_state`); False in manifests written before gates held data back.
+    gated: bool = False
+
+
+class ReleaseState(BaseModel):
+    """Whether the outputs of one step (a run id and a producer) may feed later stages.
+
+    ``released``: every gated artifact of the step passed its gate (or it has none). ``pending``:
+    a gated artifact has no verdict yet (its run stopped between writing and validating it).
+    ``failed``: a gate failed; the outputs stay in the store for inspection, never as input."""
+
+    run_id: str
+    producer: str
+    state: str
+    #: The failed gate's artifact and its first failed expectation (state ``failed``).
+    failed_gate: str | None = None
+    failure: str | None = None
+    #: Gated artifacts without a verdict (state ``pending``).
+    waiting_for: list[str] = Field(default_factory=list)
+
+    @property
+    def released(self) -> bool:
+        return self.state == "released"
+
+    def explain(self) -> str:
+        """What is wrong with the step and what to do, in one line."""
+        step = f"run {self.run_id} (producer {self.producer})"
+        if self.state == "failed":
+            return (
+                f"{step} failed its gate {self.failed_gate!r}: {self.failure}; it stays in the store for inspection "
+                f"(`baleen sql \"SELECT * FROM validations WHERE NOT success\"`): fix its input and run that step again"
+            )
+        if self.state == "pending":
+            return f"{step} stopped before its gate {', '.join(repr(a) for a in self.waiting_for)} ran: run that step again to validate it"
+        return f"{step} passed its gates"
+
+
+class UnreleasedArtifact(StoreError):
+    """The artifact a stage asked for failed its gate, or was never validated."""
 
 
 class ArtifactRef(BaseModel):
@@ -214,7 +257,7 @@ class ArtifactWriter:
                 self._writer.close()
             self.ref = self.store._publish_dir(
                 self.tmp_dir, self.schema.name, self.schema.version, self.rows, self._files, self.run_id, self.producer,
-                self.fingerprint, self.inputs, self.params, self.stats, self.flow_run,
+                self.fingerprint, self.inputs, self.params, self.stats, self.flow_run, gated=self.schema.gated,
             )
 
 
@@ -327,7 +370,7 @@ class ArtifactStore:
 
     def _publish_dir(
         self, tmp_dir: Path, name: str, version: int, rows: int, files: list[str], run_id: str, producer: str,
-        fingerprint: str, inputs: dict, params: dict, stats: dict, flow_run: tuple[str | None, str | None],
+        fingerprint: str, inputs: dict, params: dict, stats: dict, flow_run: tuple[str | None, str | None], gated: bool = False,
     ) -> ArtifactRef:
         manifest = Manifest(
             name=name,
@@ -345,6 +388,7 @@ class ArtifactStore:
             flow_run_name=flow_run[1],
             created_at=datetime.now(timezone.utc),
             code_version=_code_version(),
+            gated=gated,
         )
         _write_text_atomic(tmp_dir / MANIFEST_FILE, manifest.model_dump_json(indent=2))
         return self._publish(tmp_dir, manifest)
@@ -422,24 +466,75 @@ class ArtifactStore:
         _write_text_atomic(path, text)
         return path
 
+    # ---- gates ---------------------------------------------------------------------------------
+    def gate_dir(self, run_id: str, producer: str) -> Path:
+        """Where the gates of the step ``(run_id, producer)`` keep their results: the full GX
+        result and a summary per artifact (``<artifact>.summary.json``, the ``validations`` view)."""
+        return self.report_path(run_id, f"validation/{_check_name('producer', producer)}")
+
+    def write_gate_result(self, run_id: str, producer: str, artifact: str, result: str, summary: Mapping[str, Any]) -> Path:
+        """Keep a gate's full result and its summary (``success``, ``failures``); the summary is
+        the verdict that releases the step's outputs, or holds them back, from now on. Returns
+        the full result's path."""
+        folder = self.gate_dir(run_id, producer)
+        folder.mkdir(parents=True, exist_ok=True)
+        report = folder / f"{_check_name('artifact', artifact)}.json"
+        _write_text_atomic(report, result)
+        _write_text_atomic(folder / f"{artifact}{GATE_SUMMARY_SUFFIX}", json.dumps(dict(summary), default=str))
+        return report
+
+    def release_state(self, run_id: str, producer: str) -> ReleaseState:
+        """Whether the outputs of the step ``(run_id, producer)`` may feed later stages: a failed
+        gate on any of them holds all of them back (claims, gold facts and rejects are one
+        step's), as does a gated artifact whose gate has not run yet."""
+        verdicts = {}
+        folder = self.gate_dir(run_id, producer)
+        for path in sorted(folder.glob(f"*{GATE_SUMMARY_SUFFIX}")) if folder.is_dir() else []:
+            try:
+                verdicts[path.name.removesuffix(GATE_SUMMARY_SUFFIX)] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # written atomically: unreadable means being replaced right now
+        for artifact, verdict in verdicts.items():
+            if not verdict.get("success", False):
+                first = (verdict.get("failures") or [{}])[0]
+                return ReleaseState(run_id=run_id, producer=producer, state="failed", failed_gate=artifact, failure=first.get("expectation", "see its report"))
+        waiting = [
+            name for name in GATED_ARTIFACTS
+            if name not in verdicts and _manifest_says_gated(self.artifact_dir(name, run_id, producer) / MANIFEST_FILE)
+        ]
+        if waiting:
+            return ReleaseState(run_id=run_id, producer=producer, state="pending", waiting_for=waiting)
+        return ReleaseState(run_id=run_id, producer=producer, state="released")
+
     # ---- finding -----------------------------------------------------------------------------
-    def refs(self, name: str, producer: str | None = None) -> list[ArtifactRef]:
-        """All published artifacts called ``name`` (optionally of one producer), oldest first."""
+    def refs(self, name: str, producer: str | None = None, *, unreleased: bool = False) -> list[ArtifactRef]:
+        """Published artifacts called ``name`` (optionally of one producer), oldest first: those
+        whose step passed its gates, or with ``unreleased`` every one (failed and pending too)."""
         base = self.root / "artifacts" / _check_name("artifact", name)
         pattern = f"run=*/producer={producer}/{MANIFEST_FILE}" if producer else f"run=*/producer=*/{MANIFEST_FILE}"
         found = []
+        states: dict[tuple[str, str], bool] = {}
         for manifest_path in base.glob(pattern):
             try:
                 manifest = Manifest.model_validate_json(manifest_path.read_text())
             except (OSError, ValueError):
                 continue  # a directory without a readable manifest was never published
+            step = (manifest.run_id, manifest.producer)
+            if not unreleased:
+                if step not in states:
+                    states[step] = self.release_state(*step).released
+                if not states[step]:
+                    continue
             found.append(ArtifactRef(path=manifest_path.parent, manifest=manifest))
         return sorted(found, key=lambda r: (r.manifest.created_at, r.manifest.run_id))
 
     def find(self, name: str, producer: str | None, fingerprint: str) -> ArtifactRef | None:
-        """The newest published artifact with this fingerprint (of any producer if None), if any (for reuse)."""
-        matches = [r for r in self.refs(name, producer) if r.fingerprint == fingerprint]
-        return matches[-1] if matches else None
+        """The newest published artifact with this fingerprint (of any producer if None), if any,
+        for reuse: a released one when there is one, else one whose gate failed or never ran
+        (the step that reuses it gates it again, and may release it under changed limits)."""
+        matches = [r for r in self.refs(name, producer, unreleased=True) if r.fingerprint == fingerprint]
+        released = [r for r in matches if self.release_state(r.manifest.run_id, r.manifest.producer).released]
+        return (released or matches)[-1] if matches else None
 
     def find_outputs(self, names: list[str], producer: str, fingerprint: str) -> dict[str, ArtifactRef] | None:
         """All outputs of one step with this fingerprint, or None if any is missing (then recompute)."""
@@ -447,18 +542,30 @@ class ArtifactStore:
         return None if any(ref is None for ref in found.values()) else found
 
     def latest(self, name: str, producer: str | None = None) -> ArtifactRef:
+        """The newest ``name`` artifact that passed its gates; when there is none but there are
+        held-back ones, the error names the newest of them and its failed (or missing) gate."""
         refs = self.refs(name, producer)
-        if not refs:
-            raise StoreError(
-                f"no {name!r} artifact in the store at {self.root}; run the step that produces it first "
-                f"(see `baleen --help`)"
+        if refs:
+            return refs[-1]
+        held = self.refs(name, producer, unreleased=True)
+        if held:
+            newest = held[-1].manifest
+            raise UnreleasedArtifact(
+                f"no {name!r} artifact in the store at {self.root} passed its gates: {self.release_state(newest.run_id, newest.producer).explain()}"
             )
-        return refs[-1]
+        raise StoreError(
+            f"no {name!r} artifact in the store at {self.root}; run the step that produces it first "
+            f"(see `baleen --help`)"
+        )
 
-    def get(self, name: str, run_id: str, producer: str) -> ArtifactRef:
+    def get(self, name: str, run_id: str, producer: str, *, unreleased: bool = False) -> ArtifactRef:
+        """Run ``run_id``'s ``name`` artifact of ``producer``; one whose step failed its gate (or
+        was never validated) only with ``unreleased``."""
         path = self.artifact_dir(name, run_id, producer) / MANIFEST_FILE
         if not path.exists():
             raise StoreError(f"no {name!r} artifact for run {run_id!r} (producer {producer!r}) in {self.root}")
+        if not unreleased and not (state := self.release_state(run_id, producer)).released:
+            raise UnreleasedArtifact(f"{name!r} of {state.explain()}")
         return ArtifactRef(path=path.parent, manifest=Manifest.model_validate_json(path.read_text()))
 
     # ---- reading -----------------------------------------------------------------------------
@@ -546,6 +653,14 @@ class ArtifactStore:
     def parquet_glob(self, name: str) -> str:
         """Glob over every run's files of an artifact, for DuckDB's read_parquet."""
         return str(self.root / "artifacts" / _check_name("artifact", name) / "*" / "*" / "*.parquet")
+
+
+def _manifest_says_gated(path: Path) -> bool:
+    """Whether the manifest at ``path`` exists and awaits a gate (see :attr:`Manifest.gated`)."""
+    try:
+        return bool(json.loads(path.read_text()).get("gated", False))
+    except (OSError, ValueError):
+        return False
 
 
 def _code_version() -> str:

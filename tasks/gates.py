@@ -366,7 +366,6 @@ def run_gate(
             result = _validate(db_path, artifact, _table_expectations(artifact, views, gates) + SUITES[artifact](views, target.manifest.params))
     failures = [_failure(r, refs, artifact) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer
-    report = store.write_report(run_id, f"validation/{producer}/{artifact}.json", json.dumps(result.describe_dict(), indent=2, default=str))
     summary = {
         "artifact": artifact,
         "run_id": run_id,
@@ -377,7 +376,8 @@ def run_gate(
         "failures": failures,
         "validated_at": datetime.now(timezone.utc).isoformat(),
     }
-    store.write_report(run_id, f"validation/{producer}/{artifact}.summary.json", json.dumps(summary, default=str))
+    # the summary releases the step's outputs to later stages, or holds them back
+    report = store.write_gate_result(run_id, producer, artifact, json.dumps(result.describe_dict(), indent=2, default=str), summary)
     gate = GateResult(artifact, bool(result.success), len(result.results), failures, report)
     if raise_on_failure and not gate.success:
         raise GateFailed(gate.failure_text())

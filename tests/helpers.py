@@ -35,6 +35,15 @@ def passage(pid: int, title: str, *sentences: str):
 TINY = DemoConfig(n_people=40, n_films=20, n_bands=10, n_companies=10, n_cities=12, n_countries=5, n_universities=6, n_distractors=15, n_train_claims=30, n_dev_claims=12)
 
 
+def released(store, ref):
+    """``ref`` with a passing gate verdict recorded, as a flow's gate would leave it, for tests
+    that write gated artifacts by hand and read them back with ``latest``/``get``."""
+    run, producer = ref.manifest.run_id, ref.manifest.producer
+    summary = {"artifact": ref.name, "run_id": run, "producer": producer, "success": True, "evaluated": 0, "failed": 0, "failures": []}
+    store.write_gate_result(run, producer, ref.name, "{}", summary)
+    return ref
+
+
 # --- real processes: servers, workers and runs of the `baleen` CLI ---
 
 

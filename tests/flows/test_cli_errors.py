@@ -13,6 +13,8 @@ import subprocess
 import pytest
 
 from baleen_core.demo_world import write_demo_world
+from baleen_storage import ArtifactStore
+from baleen_storage.catalog import query
 from helpers import BALEEN_CLI, TINY
 
 
@@ -91,3 +93,12 @@ def test_claims_of_another_corpus_fail_the_reject_limit(world):
     result = _baleen(["claims", str(partial)], store, root)
     lines = _assert_fails_in_a_few_lines(result, "error: gate 'rejects' failed: at most 20% of an artifact's rows are quarantined")
     assert "artifact=gold_facts" in lines[0] and "main_reason=unknown_title" in lines[0]
+
+    # the failed run stays in the store, marked failed, but never feeds a later stage: the next
+    # stage names the failed run and its gate instead of failing on an empty input of its own
+    failed = query(ArtifactStore(store), "SELECT DISTINCT run_id, status FROM artifacts WHERE producer = 'claims'").to_pylist()
+    assert len(failed) == 1 and failed[0]["status"] == "failed"
+    labels = _baleen(["labels", "--round", "0"], store, root)
+    lines = _assert_fails_in_a_few_lines(labels, "error: no 'claims' artifact in the store at ")
+    assert f"passed its gates: run {failed[0]['run_id']} (producer claims) failed its gate 'rejects': at most 20%" in lines[0]
+    assert "hop_labels" not in labels.stdout + labels.stderr, "the labels stage ran on the failed claims"

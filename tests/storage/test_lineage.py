@@ -9,6 +9,7 @@ import pytest
 from baleen_storage import ArtifactStore
 from baleen_storage.indexes import newest_trained_index
 from baleen_storage.lineage import LineageError, check_index_of, claims_passages, newest_index_of, passages_for_claims
+from helpers import released
 
 
 def _passages(store: ArtifactStore, run: str, titles: list[str]):
@@ -16,14 +17,14 @@ def _passages(store: ArtifactStore, run: str, titles: list[str]):
         n = len(titles)
         w.write({"pid": list(range(n)), "title": titles, "source": ["s"] * n, "source_id": [None] * n,
                  "source_file": ["f"] * n, "source_line": list(range(1, n + 1)), "n_sentences": [1] * n, "n_chars": [3] * n})
-    return w.ref
+    return released(store, w.ref)
 
 
 def _claims(store: ArtifactStore, run: str, passages):
     with store.writer("claims", run_id=run, producer="claims", fingerprint=f"claims-{run}", inputs={"passages": passages.fingerprint}) as w:
         w.write({"uid": ["u"], "claim": ["c"], "label": ["SUPPORTED"], "num_hops": [2], "split": ["train"], "hpqa_id": [None],
                  "n_facts": [2], "n_resolved_facts": [2], "n_gold_passages": [2], "resolved": [True]})
-    return w.ref
+    return released(store, w.ref)
 
 
 def _index(store: ArtifactStore, run: str, passages, producer: str = "index"):

@@ -1,4 +1,4 @@
-"""The artifact store: atomic publish, manifests, reuse by fingerprint, safe paths, streaming."""
+"""The artifact store: atomic publish, manifests, reuse by fingerprint, release by gates, safe paths, streaming."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from baleen_storage import ArtifactStore, StoreError, fingerprint, new_run_id
+from baleen_storage.store import UnreleasedArtifact
 
 
 def _passages(n, start=0):
@@ -75,7 +76,7 @@ def test_rewrite_in_the_same_run_replaces_atomically(store):
     for n in (2, 5):  # a retried task: the same inputs, so the same fingerprint
         with store.writer("passages", run_id="r", producer="corpus", fingerprint="fp") as w:
             w.write(_passages(n))
-    (ref,) = store.refs("passages")
+    (ref,) = store.refs("passages", unreleased=True)
     assert ref.rows == 5 and ref.fingerprint == "fp"
 
 
@@ -87,7 +88,7 @@ def test_another_artifact_in_a_published_slot_is_refused_not_swapped_in(store):
     with pytest.raises(StoreError, match="already holds a different 'passages' of run 'r'.*its own producer"):
         with store.writer("passages", run_id="r", producer="corpus", fingerprint="fp2") as w:
             w.write(_passages(5))
-    (ref,) = store.refs("passages")
+    (ref,) = store.refs("passages", unreleased=True)
     assert ref.rows == 2 and ref.fingerprint == "fp1"  # the first is untouched
     assert not list((store.root / "tmp").iterdir())  # and the refused one left nothing behind
 
@@ -106,6 +107,100 @@ def test_paths_cannot_escape_the_store(store):
 def test_latest_explains_what_to_run(store):
     with pytest.raises(StoreError, match="run the step that produces it first"):
         store.latest("passages")
+
+
+def _verdict(store, ref, success: bool, expectation: str = "passages holds at least one row") -> None:
+    """What a gate records (``baleen_tasks.gates.run_gate``), without running GX."""
+    run, producer = ref.manifest.run_id, ref.manifest.producer
+    failures = [] if success else [{"expectation": expectation, "unexpected": 3, "examples": []}]
+    store.write_gate_result(run, producer, ref.name, "{}", {"artifact": ref.name, "run_id": run, "producer": producer, "success": success, "failures": failures})
+
+
+def _corpus_step(store, run, n=2):
+    """The corpus step's three gated outputs of one run, none validated yet."""
+    refs = {}
+    for name, rows in (("passages", _passages(n)), ("sentences", {"pid": list(range(n)), "sid": [0] * n, "text": ["x"] * n})):
+        with store.writer(name, run_id=run, producer="corpus", fingerprint=f"fp-{n}") as w:
+            w.write(rows)
+        refs[name] = w.ref
+    return refs
+
+
+def test_a_gated_step_is_held_back_until_every_gate_passed(store):
+    refs = _corpus_step(store, "r1")
+    assert store.release_state("r1", "corpus").state == "pending"
+    assert store.refs("passages") == [] and store.refs("sentences") == []
+    with pytest.raises(UnreleasedArtifact, match=r"run r1 \(producer corpus\) stopped before its gate 'passages', 'sentences' ran: run that step again"):
+        store.latest("passages")
+    with pytest.raises(UnreleasedArtifact, match="stopped before its gate"):
+        store.get("sentences", "r1", "corpus")
+    assert store.find("passages", "corpus", "fp-2").path == refs["passages"].path  # for reuse: the rerun gates it
+    _verdict(store, refs["passages"], True)
+    assert store.refs("passages") == [], "one gate of two passed: its sibling is not validated yet"
+    _verdict(store, refs["sentences"], True)
+    assert store.latest("passages").path == refs["passages"].path
+    assert store.get("sentences", "r1", "corpus").path == refs["sentences"].path
+
+
+def test_a_failed_gate_holds_back_the_whole_step_and_is_named_downstream(store):
+    good = _corpus_step(store, "r1")
+    for ref in good.values():
+        _verdict(store, ref, True)
+    bad = _corpus_step(store, "r2", n=3)
+    _verdict(store, bad["passages"], True)
+    _verdict(store, bad["sentences"], False, "sentence ids run 0..n-1 without gaps in every passage")
+    state = store.release_state("r2", "corpus")
+    assert state.state == "failed" and state.failed_gate == "sentences"
+    # the passages passed their own gate, but are the failed step's: never the newest
+    assert [r.manifest.run_id for r in store.refs("passages")] == ["r1"]
+    assert store.latest("passages").manifest.run_id == "r1"
+    assert [r.manifest.run_id for r in store.refs("passages", unreleased=True)] == ["r1", "r2"]  # still in the store
+    with pytest.raises(UnreleasedArtifact, match=r"'passages' of run r2 \(producer corpus\) failed its gate 'sentences': sentence ids run"):
+        store.get("passages", "r2", "corpus")
+    assert store.get("passages", "r2", "corpus", unreleased=True).rows == 3
+    # with no released run left, the error names the failed one, its gate and what to do
+    store.write_gate_result("r1", "corpus", "passages", "{}", {"success": False, "failures": [{"expectation": "titles are unique"}]})
+    with pytest.raises(UnreleasedArtifact, match=r"no 'passages' artifact .* passed its gates: run r2 \(producer corpus\) failed its gate 'sentences'.*fix its input and run that step again"):
+        store.latest("passages")
+
+
+def test_a_passing_verdict_after_a_failed_one_releases_the_step(store):
+    refs = _corpus_step(store, "r1")
+    _verdict(store, refs["passages"], True)
+    _verdict(store, refs["sentences"], False)
+    assert store.find("sentences", "corpus", "fp-2").path == refs["sentences"].path  # reused by the rerun, and gated again
+    _verdict(store, refs["sentences"], True)  # e.g. under a raised gates.max_reject_share
+    assert store.latest("sentences").path == refs["sentences"].path
+
+
+def test_ungated_artifacts_and_manifests_from_before_gates_held_data_back_are_visible(store):
+    import json
+
+    with store.writer("training_steps", run_id="r1", producer="flipr-r0", fingerprint="fp") as w:
+        w.write({"model": ["flipr"], "round": [0], "epoch": [0], "step": [1], "loss": [0.5], "val_loss": [None], "lr": [1e-4], "examples": [8], "seconds": [0.1]})
+    assert not w.ref.manifest.gated and store.latest("training_steps").path == w.ref.path
+    old = _corpus_step(store, "r0")["passages"]
+    manifest = json.loads((old.path / "_manifest.json").read_text())
+    for name in ("passages", "sentences"):  # written before the field existed: no "gated"
+        path = old.path.parent.parent.parent / name / "run=r0" / "producer=corpus" / "_manifest.json"
+        path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "gated"}))
+    assert manifest["gated"] is True
+    assert store.latest("passages").manifest.run_id == "r0"
+
+
+def test_the_catalog_shows_each_artifacts_release_state(store):
+    from baleen_storage.catalog import query
+
+    for run, verdicts in (("r1", (True, True)), ("r2", (True, False)), ("r3", None)):
+        refs = _corpus_step(store, run)
+        for ref, success in zip(refs.values(), verdicts or (), strict=False):
+            _verdict(store, ref, success)
+    rows = query(store, "SELECT run_id, name, status FROM artifacts ORDER BY run_id, name").to_pylist()
+    assert [(r["run_id"], r["name"], r["status"]) for r in rows] == [
+        ("r1", "passages", "released"), ("r1", "sentences", "released"),
+        ("r2", "passages", "failed"), ("r2", "sentences", "failed"),
+        ("r3", "passages", "pending"), ("r3", "sentences", "pending"),
+    ]
 
 
 def test_fingerprint_is_order_independent_and_sensitive():
