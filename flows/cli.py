@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from enum import Enum
@@ -20,6 +20,8 @@ from typing import Annotated, Optional
 import typer
 
 from baleen_core.runtime import apply_runtime_defaults
+from baleen_flows.console import quiet_console_logs
+from baleen_flows.interrupts import InterruptDeadline, exit_now
 from baleen_schemas import ARTIFACTS
 
 #: Every view `baleen sql` can query: one per tabular artifact, plus the manifests and the gate results.
@@ -61,6 +63,26 @@ def _config_arg(config: Optional[Path]) -> Optional[str]:
         return None
     _loaded_config(config)
     return str(config.expanduser().resolve())
+
+
+def _dataset_arg(dataset: Path) -> str:
+    """The dataset directory's absolute path, its layout checked here, before any server or flow
+    run starts (a missing directory or one without a corpus is one ``error:`` line at once)."""
+    from baleen_core.config import DatasetConfig
+
+    DatasetConfig.discover(dataset)
+    return str(dataset.expanduser().resolve())
+
+
+def _run_flow(flow, *args):
+    """Run ``flow`` reporting to the Prefect server at PREFECT_API_URL, or to a temporary one that
+    this command starts and stops (``baleen_flows.temporary_server``)."""
+    from prefect.settings import PREFECT_HOME
+
+    from baleen_flows.temporary_server import prefect_api
+
+    with prefect_api(Path(PREFECT_HOME.value())):
+        return flow(*args)
 
 
 def _loaded_config(config: Optional[Path]):
@@ -129,7 +151,7 @@ COMMANDS_WITHOUT_FLOWS = ("sql", "reports")
 @app.callback()
 def _before_any_command(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand not in COMMANDS_WITHOUT_FLOWS and not (ctx.obj or {}).get("debug"):
-        _console_logs_to_stdout_without_tracebacks()
+        quiet_console_logs()
 
 
 @app.command()
@@ -139,7 +161,7 @@ def demo(store: StoreOption = None, config: ConfigOption = None, data_dir: Annot
     from baleen_flows.pipeline import demo_flow
 
     started = time.perf_counter()
-    refs = demo_flow(_config_arg(config), str(data_dir.resolve()) if data_dir else None, force)
+    refs = _run_flow(demo_flow, _config_arg(config), str(data_dir.resolve()) if data_dir else None, force)
     _report(refs)
     _results_summary(refs, time.perf_counter() - started)
 
@@ -151,7 +173,8 @@ def pipeline(dataset: DatasetArg, store: StoreOption = None, config: ConfigOptio
     from baleen_flows.pipeline import pipeline_flow
 
     started = time.perf_counter()
-    refs = pipeline_flow(str(dataset.resolve()), _config_arg(config), force)
+    config_path = _config_arg(config)
+    refs = _run_flow(pipeline_flow, _dataset_arg(dataset), config_path, force)
     _report(refs)
     _results_summary(refs, time.perf_counter() - started)
 
@@ -162,7 +185,8 @@ def corpus(dataset: DatasetArg, store: StoreOption = None, config: ConfigOption 
     _use_store(store)
     from baleen_flows.ingest import corpus_flow
 
-    _report(corpus_flow(str(dataset.resolve()), _config_arg(config), None, force))
+    config_path = _config_arg(config)
+    _report(_run_flow(corpus_flow, _dataset_arg(dataset), config_path, None, force))
 
 
 @app.command()
@@ -177,7 +201,8 @@ def claims(
     _use_store(store)
     from baleen_flows.ingest import claims_flow
 
-    _report(claims_flow(str(dataset.resolve()), _config_arg(config), None, passages_run, force))
+    config_path = _config_arg(config)
+    _report(_run_flow(claims_flow, _dataset_arg(dataset), config_path, None, passages_run, force))
 
 
 @app.command()
@@ -191,7 +216,7 @@ def index(
     _use_store(store)
     from baleen_flows.index import index_flow
 
-    _report(index_flow(_config_arg(config), passages_run, None, force))
+    _report(_run_flow(index_flow, _config_arg(config), passages_run, None, force))
 
 
 @app.command()
@@ -205,7 +230,7 @@ def labels(
     _use_store(store)
     from baleen_flows.labels import labels_flow
 
-    _report(labels_flow(_config_arg(config), round_number, None, force))
+    _report(_run_flow(labels_flow, _config_arg(config), round_number, None, force))
 
 
 @app.command()
@@ -219,7 +244,7 @@ def condensers(
     _use_store(store)
     from baleen_flows.training import condensers_flow
 
-    _report(condensers_flow(_config_arg(config), round_number, None, force))
+    _report(_run_flow(condensers_flow, _config_arg(config), round_number, None, force))
 
 
 @app.command()
@@ -228,7 +253,7 @@ def train(store: StoreOption = None, config: ConfigOption = None, force: ForceOp
     _use_store(store)
     from baleen_flows.training import training_flow
 
-    _report(training_flow(_config_arg(config), None, force))
+    _report(_run_flow(training_flow, _config_arg(config), None, force))
 
 
 @app.command()
@@ -280,7 +305,7 @@ def evaluate(store: StoreOption = None, config: ConfigOption = None, force: Forc
     _use_store(store)
     from baleen_flows.evaluation import evaluation_flow
 
-    _report(evaluation_flow(_config_arg(config), None, force))
+    _report(_run_flow(evaluation_flow, _config_arg(config), None, force))
 
 
 SystemOption = Annotated[str, typer.Option("--system", help="baleen, bm25-multihop, colbert-full, single-hop or untrained-flipr.")]
@@ -423,47 +448,55 @@ class OutputFormat(str, Enum):
 def sql(
     query: Annotated[str, typer.Argument(help=f"One read-only SQL query over the artifact views ({', '.join(SQL_VIEWS)}).")],
     store: StoreOption = None,
-    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="table, csv or json (one object per line).")] = OutputFormat.table,
-    max_rows: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
+    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="table, csv or json (one object per line); csv and json stream every row.")] = OutputFormat.table,
+    max_rows: Annotated[int, typer.Option(min=0, help="Rows shown in table format (only these are fetched).")] = 50,
+    memory_limit: Annotated[str, typer.Option(help="Memory the query may use before DuckDB refuses it, e.g. 512MB, 4GB.")] = "2GB",
 ) -> None:
-    """Query the artifacts with DuckDB SQL (read-only)."""
+    """Query the artifacts with DuckDB SQL (read-only). Rows stream in batches: a result of any
+    size prints in bounded memory."""
     _use_store(store)
     import duckdb
 
-    from baleen_storage.catalog import ReadOnlyQueryError
+    from baleen_core.config import default_store_root
+    from baleen_storage import ArtifactStore
+    from baleen_storage.catalog import ReadOnlyQueryError, stream
 
     try:
-        table = _query(query)
+        with stream(ArtifactStore(default_store_root()), query, memory_limit=memory_limit) as reader:
+            _print_rows(reader, output.value, max_rows)
     except (duckdb.Error, ReadOnlyQueryError) as err:
         typer.echo(f"SQL error: {err}", err=True)
         raise typer.Exit(2) from None
-    _print_table(table, output.value, max_rows)
+    except BrokenPipeError:  # `baleen sql … | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush does not complain again
 
 
-def _query(query: str):
-    from baleen_core.config import default_store_root
-    from baleen_storage import ArtifactStore
-    from baleen_storage.catalog import query as run_query
-
-    return run_query(ArtifactStore(default_store_root()), query)
-
-
-def _print_table(table, output: str, max_rows: int = 50) -> None:
-    rows = table.to_pylist()
+def _print_rows(reader, output: str, max_rows: int) -> None:
+    """Write a query's rows as they arrive: every row (csv, json), or the first ``max_rows``
+    (table; the rest are never fetched)."""
+    columns = reader.schema.names
     if output == "json":
-        for row in rows:
-            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+        for batch in reader:
+            sys.stdout.writelines(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in batch.to_pylist())
         return
     if output == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")  # not the csv module's CRLF: `$(baleen sql … -f csv)` in a shell
-        writer.writerow(table.column_names)
-        writer.writerows([[row[c] for c in table.column_names] for row in rows])
+        writer.writerow(columns)
+        for batch in reader:
+            writer.writerows([[row[c] for c in columns] for row in batch.to_pylist()])
         return
-    sys.stdout.write(format_table(table.column_names, [[row[c] for c in table.column_names] for row in rows], max_rows) + "\n")
+    rows: list[dict] = []
+    for batch in reader:
+        rows += batch.slice(0, max_rows + 1 - len(rows)).to_pylist()
+        if len(rows) > max_rows:
+            break
+    complete = len(rows) <= max_rows
+    sys.stdout.write(format_table(columns, [[row[c] for c in columns] for row in rows[:max_rows]], max_rows, complete=complete) + "\n")
 
 
-def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_width: int = 60) -> str:
-    """A plain-text table; long cells are cut with '…', extra rows summarised."""
+def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_width: int = 60, complete: bool = True) -> str:
+    """A plain-text table; long cells are cut with '…', extra rows summarised. ``complete``: the
+    rows are all the query's (else more exist that were not fetched)."""
 
     def cell(value) -> str:
         text = "NULL" if value is None else str(value)
@@ -474,78 +507,53 @@ def format_table(columns: list[str], rows: list[list], max_rows: int = 50, max_w
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in shown]
-    more = len(rows) - len(shown)
-    out.append(f"({len(rows)} rows{f', {more} not shown' if more > 0 else ''})")
+    if complete:
+        more = len(rows) - len(shown)
+        out.append(f"({len(rows)} rows{f', {more} not shown' if more > 0 else ''})")
+    else:
+        out.append(f"(the first {len(shown)} rows; the query has more, not fetched: raise --max-rows, or stream them all with -f csv or -f json)")
     return "\n".join(out)
 
 
 DEBUG_FLAG = "--debug"
 
 
-class _WithoutTraceback(logging.Formatter):
-    """Formats a record as ``inner`` would, minus its traceback: the console shows what happened
-    in one line, while the API handler (the flow run's log in the UI) still gets the traceback,
-    since the record itself is left untouched."""
-
-    def __init__(self, inner: logging.Formatter) -> None:
-        super().__init__()
-        self.inner = inner
-
-    def format(self, record: logging.LogRecord) -> str:
-        bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None})
-        return self.inner.format(bare)
-
-
-def _console_logs_to_stdout_without_tracebacks() -> None:
-    """Prefect's console log (run progress) goes to stdout without tracebacks, so that stderr holds
-    only what went wrong: the one ``error:`` line and its hint. ``--debug`` keeps Prefect's own
-    console handler (stderr, full tracebacks)."""
-    from prefect.logging.configuration import ensure_logging_setup
-    from prefect.logging.handlers import PrefectConsoleHandler
-
-    ensure_logging_setup()  # Prefect's handlers exist from here on; later setups are incremental
-    # The temporary Prefect server is a subprocess with its own logging, set up from this
-    # environment. Stopping it cancels its SQLite session, and SQLAlchemy's pool then logs that
-    # harmless cancellation as an ERROR with a traceback, after the run's results. So libraries
-    # that log only through the root logger stay quiet on the console (Prefect's own loggers,
-    # prefect.server and uvicorn keep their levels; the runs' logs reach the UI; --debug keeps all).
-    os.environ.setdefault("PREFECT_LOGGING_ROOT_LEVEL", "CRITICAL")
-
-    loggers = [logging.getLogger()] + [l for l in logging.Logger.manager.loggerDict.values() if isinstance(l, logging.Logger)]
-    for handler in {h for logger in loggers for h in logger.handlers if isinstance(h, PrefectConsoleHandler)}:
-        if isinstance(handler.formatter, _WithoutTraceback):
-            continue  # adjusted by an earlier command in this process (tests run several)
-        handler.setStream(_CURRENT_STDOUT)
-        handler.console.file = _CURRENT_STDOUT  # the Rich console keeps its own reference to the stream
-        handler.setFormatter(_WithoutTraceback(handler.formatter or logging.Formatter()))
-
-
-class _CurrentStdout:
-    """Whatever ``sys.stdout`` is when a record is written, not when the handler was set up: a
-    command run in-process (typer's CliRunner) swaps stdout for a buffer it closes afterwards."""
-
-    def __getattr__(self, name: str):
-        return getattr(sys.stdout, name)
-
-
-_CURRENT_STDOUT = _CurrentStdout()
+#: Seconds after Ctrl-C by which a command has ended, however busy its tasks are.
+INTERRUPT_GRACE_SECONDS = 5.0
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run a command. An error prints one ``error: ...`` line and a hint and exits 1; with
-    ``--debug`` (anywhere on the line) it raises with its full traceback instead."""
+    ``--debug`` (anywhere on the line) it raises with its full traceback instead. Ctrl-C ends
+    the command within :data:`INTERRUPT_GRACE_SECONDS`, with one line and status 130."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in args
+    interrupts = InterruptDeadline(INTERRUPT_GRACE_SECONDS)
+    if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+        interrupts.install()
     try:  # usage errors and typer.Exit end here as SystemExit, with typer's own message
         app(args=[a for a in args if a != DEBUG_FLAG], prog_name="baleen", obj={"debug": debug})
+    except SystemExit:
+        if interrupts.interrupted:
+            exit_now()  # the flows have ended: do not wait for task threads still finishing
+        raise
     except Exception as err:
+        if interrupts.interrupted:
+            exit_now()  # whatever the unwinding after Ctrl-C raised, the one line was printed
         if debug:
             raise
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         typer.echo(f"error: {message}", err=True)
-        typer.echo(f"  (run again with {DEBUG_FLAG} for the traceback; a flow run's log in the Prefect UI has it too)", err=True)
+        typer.echo(f"  (run again with {DEBUG_FLAG} for the traceback{_where_else(err)})", err=True)
         _release_frames(err)
         sys.exit(1)
+
+
+def _where_else(err: BaseException) -> str:
+    """Where else the traceback is: in the flow run's log when a flow run raised the error."""
+    frames = traceback.extract_tb(err.__traceback__)
+    in_flow_run = any(frame.filename.replace(os.sep, "/").endswith("prefect/flow_engine.py") for frame in frames)
+    return "; the flow run's log in the Prefect UI has it too" if in_flow_run else ""
 
 
 def _release_frames(err: BaseException) -> None:

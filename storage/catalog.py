@@ -9,6 +9,9 @@ open it; because they are globs, new runs show up without rebuilding it.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -149,10 +152,15 @@ class ReadOnlyQueryError(ValueError):
     """A statement that is not one read-only query over the catalog."""
 
 
-def connect_readonly(store: ArtifactStore) -> duckdb.DuckDBPyConnection:
+#: The memory a ``baleen sql`` query may use before DuckDB refuses it (a DuckDB size string).
+DEFAULT_MEMORY_LIMIT = "2GB"
+
+
+def connect_readonly(store: ArtifactStore, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the catalog, rebuilt first when missing or out of date, that
     can read the store's artifacts and reports and nothing else: no other file, no network, no
-    extension install or load, and a locked configuration (a query cannot ``SET`` its way out)."""
+    extension install or load, at most ``memory_limit`` of memory, and a locked configuration (a
+    query cannot ``SET`` its way out)."""
     path = store.root / CATALOG_FILE
     sql_path = store.root / CATALOG_SQL_FILE
     current = ";\n".join(catalog_statements(store)) + ";\n"
@@ -162,23 +170,90 @@ def connect_readonly(store: ArtifactStore) -> duckdb.DuckDBPyConnection:
     readable = [str(store.root / part) + os.sep for part in ("artifacts", "reports")]
     # in this order: the allowed directories can only be set while external access is on
     con.execute(f"SET allowed_directories = [{', '.join(_quote(d) for d in readable)}]")
+    con.execute(f"SET memory_limit = {_quote(memory_limit)}")
+    con.execute("SET enable_progress_bar = false")  # it would print into the rows a command streams to stdout
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
 
 
-def query(store: ArtifactStore, sql: str) -> pa.Table:
-    """Run one read-only query over the catalog and return an Arrow table; anything else (a
-    second statement, COPY, ATTACH, INSTALL, SET, CREATE …) raises :class:`ReadOnlyQueryError`
-    before it runs."""
-    con = connect_readonly(store)
+class QueryRows:
+    """A query's rows, read batch by batch (``for batch in rows``, :meth:`read_next_batch`,
+    :meth:`read_all`); an error DuckDB meets while producing them is a :class:`duckdb.Error`,
+    as an error in parsing or planning is."""
+
+    def __init__(self, reader: pa.RecordBatchReader, memory_limit: str) -> None:
+        self._reader = reader
+        self._memory_limit = memory_limit
+        self.schema = reader.schema
+
+    def _read(self, read):
+        try:
+            return read()
+        except duckdb.Error as err:
+            raise _without_set_advice(err, self._memory_limit) from None
+        except (pa.ArrowException, OSError) as err:  # how Arrow reports DuckDB's error mid-stream
+            raise _without_set_advice(duckdb.Error(str(err)), self._memory_limit) from None
+
+    def read_next_batch(self) -> pa.RecordBatch:
+        return self._read(self._reader.read_next_batch)
+
+    def read_all(self) -> pa.Table:
+        return self._read(self._reader.read_all)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                yield self.read_next_batch()
+            except StopIteration:
+                return
+
+
+@contextmanager
+def stream(store: ArtifactStore, sql: str, batch_rows: int = 10_000, memory_limit: str = DEFAULT_MEMORY_LIMIT) -> Iterator[QueryRows]:
+    """Run one read-only query over the catalog and stream its rows in Arrow batches of at most
+    ``batch_rows`` (the result is never held whole, however large; rows not read are not
+    computed); anything but one read-only query (a second statement, COPY, ATTACH, INSTALL, SET,
+    CREATE …) raises :class:`ReadOnlyQueryError` before it runs."""
+    con = connect_readonly(store, memory_limit)
     try:
-        statements = con.extract_statements(sql)
-        if len(statements) != 1:
-            raise ReadOnlyQueryError(f"expected one SQL statement, got {len(statements)}")
-        kind = statements[0].type
-        if kind not in READ_ONLY_STATEMENTS:
-            raise ReadOnlyQueryError(f"{kind.name} statements are not allowed: the catalog is read-only (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)")
-        return con.sql(sql).to_arrow_table()
+        try:
+            statements = con.extract_statements(sql)
+            if len(statements) != 1:
+                raise ReadOnlyQueryError(f"expected one SQL statement, got {len(statements)}")
+            if statements[0].type not in READ_ONLY_STATEMENTS:
+                keyword = (statements[0].query.split() or [statements[0].type.name])[0].upper()
+                raise ReadOnlyQueryError(f"{keyword} statements are not allowed: the catalog is read-only (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)")
+            reader = con.sql(sql).to_arrow_reader(batch_rows)
+        except duckdb.Error as err:
+            raise _without_set_advice(err, memory_limit) from None
+        try:
+            yield QueryRows(reader, memory_limit)
+        finally:
+            reader.close()  # ends the query: a reader left open would keep the database busy after the block
     finally:
         con.close()
+
+
+def query(store: ArtifactStore, sql: str) -> pa.Table:
+    """Run one read-only query over the catalog (see :func:`stream`) and return all its rows."""
+    with stream(store, sql) as reader:
+        return reader.read_all()
+
+
+#: DuckDB's advice to change a setting with SET, which the read-only catalog refuses: an inline
+#: sentence, or a "Possible solutions" list at the end of an out-of-memory error.
+_SET_ADVICE = re.compile(r'\s*Use "SET [^"]*" to [^.]*\.|\s*Possible solutions:.*', re.DOTALL)
+
+
+def _without_set_advice(err: duckdb.Error, memory_limit: str) -> duckdb.Error:
+    """``err`` with DuckDB's advice to ``SET`` something replaced by what a user of this read-only
+    catalog can do."""
+    message = str(err)
+    if not _SET_ADVICE.search(message):
+        return err
+    if isinstance(err, duckdb.OutOfMemoryException):
+        advice = f" (the query needs more than its memory limit, {memory_limit}: raise it with `baleen sql --memory-limit`, or narrow the query)"
+    else:
+        advice = " (`baleen sql` cannot change DuckDB's settings: simplify the query, or open the catalog in a DuckDB client of your own)"
+    return type(err)(_SET_ADVICE.sub("", message).strip() + advice)

@@ -72,7 +72,8 @@ def test_sql_cannot_write_nor_read_outside_the_store(store, tmp_path):
         "two statements": "SELECT 1; SELECT 2",
     }
     for name, sql in refused.items():
-        with pytest.raises(ReadOnlyQueryError):
+        keyword = "" if name == "two statements" else sql.split()[0]  # named as written: INSTALL is DuckDB's LOAD kind
+        with pytest.raises(ReadOnlyQueryError, match=f"^{keyword}" if keyword else "expected one SQL statement"):
             query(store, sql)
     # a query is allowed, but the files it may read are the store's artifacts and reports only
     for sql in (f"SELECT * FROM read_csv('{outside / 'secret.csv'}')", "SELECT * FROM read_csv('/etc/passwd')",
@@ -91,3 +92,32 @@ def test_sql_cannot_write_nor_read_outside_the_store(store, tmp_path):
             con.execute(f"COPY (SELECT 1) TO '{outside / 'y.csv'}'")
     finally:
         con.close()
+
+
+def test_rows_stream_in_batches_and_only_those_read_are_computed(store):
+    """A query's rows arrive in batches as they are read: a row past the first batches is never
+    computed (DuckDB's error() would raise on it), which holding the whole result would do."""
+    from baleen_storage.catalog import stream
+
+    sql = "SELECT i, CASE WHEN i = 5000000 THEN error('row 5,000,000 was computed') ELSE i END AS v FROM range(10000000) t(i)"
+    with stream(store, sql, batch_rows=1000) as reader:
+        first = reader.read_next_batch()
+    assert first.num_rows == 1000 and first.column("v").to_pylist()[:3] == [0, 1, 2]
+    with pytest.raises(duckdb.Error, match="row 5,000,000 was computed"):
+        query(store, sql)  # reading them all does reach it
+
+
+def test_duckdb_advice_to_set_a_limit_becomes_what_a_user_of_the_read_only_catalog_can_do(store):
+    deep = "SELECT " + " + ".join(["1"] * 3000)
+    with pytest.raises(duckdb.Error) as raised:
+        query(store, deep)
+    assert "Max expression depth limit of 1000 exceeded" in str(raised.value) and "SET" not in str(raised.value)
+    assert "simplify the query, or open the catalog in a DuckDB client of your own" in str(raised.value)
+
+    from baleen_storage.catalog import stream
+
+    with pytest.raises(duckdb.OutOfMemoryException) as raised, stream(store, "SELECT count(*) FROM (SELECT * FROM range(30000000) ORDER BY random())", memory_limit="50MB") as reader:
+        reader.read_all()
+    message = str(raised.value)
+    assert "SET" not in message and "Possible solutions" not in message
+    assert message.endswith("(the query needs more than its memory limit, 50MB: raise it with `baleen sql --memory-limit`, or narrow the query)")
