@@ -10,6 +10,7 @@ from prefect.utilities.annotations import unmapped
 
 from baleen_core.config import BaleenConfig, IndexConfig, RetrieverConfig
 from baleen_core.retrieval import ShardPlan
+from baleen_flows.config_check import config_checked
 from baleen_flows.run_names import encode_shards_run_name, index_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
@@ -19,6 +20,7 @@ from baleen_tasks.validation import validate_artifact
 
 
 @flow(name="index", flow_run_name=index_run_name, log_prints=True)
+@config_checked
 def index_flow(
     config_path: str | None = None,
     passages_run: str | None = None,

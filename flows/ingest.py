@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig, DatasetConfig
+from baleen_flows.config_check import config_checked
 from baleen_flows.run_names import on_dataset
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
@@ -19,6 +20,7 @@ def _setup(dataset_dir: str, config_path: str | None, run_id: str | None) -> tup
 
 
 @flow(name="corpus", flow_run_name=on_dataset("corpus"), log_prints=True)
+@config_checked
 def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Sentence-split corpus: sources → passages + sentences (+ rejects), each gated."""
     config, dataset, run_id = _setup(dataset_dir, config_path, run_id)
@@ -31,6 +33,7 @@ def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | 
 
 
 @flow(name="claims", flow_run_name=on_dataset("claims"), log_prints=True)
+@config_checked
 def claims_flow(
     dataset_dir: str,
     config_path: str | None = None,
@@ -53,6 +56,7 @@ def claims_flow(
 
 
 @flow(name="ingest", flow_run_name=on_dataset("ingest"), log_prints=True)
+@config_checked
 def ingest_flow(dataset_dir: str, config_path: str | None = None, force: bool = False, run_id: str | None = None) -> dict[str, ArtifactRef]:
     """Corpus then claims, in one run."""
     run_id = run_id or new_run_id()

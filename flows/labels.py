@@ -6,6 +6,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig
+from baleen_flows.config_check import config_checked
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import trained_flipr_tag
 from baleen_storage.lineage import claims_passages, index_for
@@ -16,6 +17,7 @@ from baleen_tasks.validation import validate_artifact
 
 
 @flow(name="labels", flow_run_name="labels · round {round_number}", log_prints=True)
+@config_checked
 def labels_flow(
     config_path: str | None = None,
     round_number: int = 0,

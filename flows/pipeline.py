@@ -10,6 +10,7 @@ from prefect import flow
 
 from baleen_core.config import BaleenConfig, demo_preset
 from baleen_core.runtime import baleen_home
+from baleen_flows.config_check import config_checked
 from baleen_flows.evaluation import evaluation_flow
 from baleen_flows.index import index_flow
 from baleen_flows.ingest import ingest_flow
@@ -20,6 +21,7 @@ from baleen_tasks.demo import generate_demo_world
 
 
 @flow(name="pipeline", flow_run_name=on_dataset("pipeline"), log_prints=True)
+@config_checked
 def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Run every stage on one dataset directory (hover-mini layout)."""
     run_id = new_run_id()
@@ -39,6 +41,7 @@ def pipeline_flow(dataset_dir: str, config_path: str | None = None, force: bool 
 
 
 @flow(name="demo", flow_run_name="demo", log_prints=True)
+@config_checked
 def demo_flow(config_path: str | None = None, data_dir: str | None = None, force: bool = False) -> dict[str, ArtifactRef]:
     """Generate the embedded demo world, then run the pipeline on it."""
     data_dir = data_dir or str(baleen_home() / "demo-data")

@@ -1,4 +1,5 @@
-"""Flow run names that read well in the Prefect UI, made from the run's parameters."""
+"""Flow run names that read well in the Prefect UI, made from the run's parameters. A name function
+never raises: it runs before the flow, where an exception would crash the run under a random name."""
 
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ def training_run_name() -> str:
 
 
 def evaluation_run_name() -> str:
-    """``evaluation · dev · claims 2026… · demo-config``: the split comes from the config."""
-    from baleen_core.config import BaleenConfig
+    """``evaluation · dev · claims 2026… · demo-config``: the split comes from the config (a
+    config that does not load names no split: the flow then fails on it, under this name)."""
+    from baleen_core.config import BaleenConfig, ConfigError
 
     params = flow_run.parameters
-    split = BaleenConfig.load(params.get("config_path")).evaluation.split  # validated before the flow started
+    try:
+        split = BaleenConfig.load(params.get("config_path")).evaluation.split
+    except ConfigError:
+        return f"evaluation · {_claims_and_config(params)}"
     return f"evaluation · {split} · {_claims_and_config(params)}"

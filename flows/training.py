@@ -27,6 +27,7 @@ from __future__ import annotations
 from prefect import flow
 
 from baleen_core.config import BaleenConfig
+from baleen_flows.config_check import config_checked
 from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
@@ -41,6 +42,7 @@ from baleen_tasks.validation import validate_artifact
 
 
 @flow(name="training", flow_run_name=training_run_name, log_prints=True)
+@config_checked
 def training_flow(
     config_path: str | None = None,
     run_id: str | None = None,
@@ -121,6 +123,7 @@ def train_condensers_and_reader(
 
 
 @flow(name="condensers", flow_run_name="condensers · labels round {round_number}", log_prints=True)
+@config_checked
 def condensers_flow(config_path: str | None = None, round_number: int | None = None, run_id: str | None = None, force: bool = False, labels_run: str | None = None) -> dict[str, ArtifactRef]:
     """Condenser stage 1, stage 2 and the reader on round ``round_number``'s hop labels (default:
     the round the training flow trains them on, ``labels.condenser_round``; the newest labels of that round, or

@@ -453,6 +453,15 @@ class ArtifactStore:
         with held_lock(_lock_of(path), on_wait):
             yield path
 
+    @contextmanager
+    def making(self, name: str, producer: str, fingerprint: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Held while a step looks for a reusable ``name`` artifact and, finding none, makes it:
+        a second run needing the same artifact (same producer and fingerprint) waits for the
+        first (``on_wait`` is called), then finds and reuses it instead of making a duplicate."""
+        lock = self.safe_path(Path("locks") / f"{_check_name('artifact', name)}-{_check_name('producer', producer)}-{_check_name('fingerprint', fingerprint)}{LOCK_SUFFIX}")
+        with held_lock(lock, on_wait):
+            yield
+
     def write_report(self, run_id: str, relative: str, content: str | bytes) -> Path:
         """Write a run-scoped report file (JSON, Markdown, PNG ...) atomically."""
         path = self.report_path(run_id, relative)

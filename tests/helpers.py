@@ -69,13 +69,31 @@ def stop_process_group(process: subprocess.Popen) -> None:
 BALEEN_CLI = str(Path(sys.executable).parent / "baleen")
 
 
-def start_cli(args: list[str], store_root: Path, log: Path) -> subprocess.Popen:
+def start_cli(args: list[str], store_root: Path, log: Path, prefect_home: Path | None = None, stderr: Path | None = None) -> subprocess.Popen:
     """Start ``baleen <args>`` in a session of its own (so a kill reaches every process it
-    started), on ``store_root``, reporting to the current Prefect API."""
+    started, as a terminal's Ctrl-C does), on ``store_root``, reporting to the current Prefect
+    API, or with ``prefect_home`` to a temporary server of its own (as a user's command does
+    without PREFECT_API_URL); stderr goes to the log too unless ``stderr`` names its own file."""
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "BALEEN_STORE": str(store_root), "PREFECT_API_URL": PREFECT_API_URL.value()}
-    return subprocess.Popen([BALEEN_CLI, *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    if prefect_home is not None:
+        del env["PREFECT_API_URL"]
+        env["PREFECT_HOME"] = str(prefect_home)
+    err = subprocess.STDOUT if stderr is None else stderr.open("w")
+    return subprocess.Popen([BALEEN_CLI, *args], env=env, stdout=log.open("w"), stderr=err, start_new_session=True)
+
+
+def temporary_servers_of(prefect_home: Path) -> list[int]:
+    """PIDs of the Prefect servers (uvicorn) running with ``prefect_home`` as their home."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if b"uvicorn" in (proc / "cmdline").read_bytes() and f"PREFECT_HOME={prefect_home}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
 
 
 def kill_when(process: subprocess.Popen, ready, log: Path, timeout: float = 300) -> None:

@@ -102,3 +102,23 @@ def test_claims_of_another_corpus_fail_the_reject_limit(world):
     lines = _assert_fails_in_a_few_lines(labels, "error: no 'claims' artifact in the store at ")
     assert f"passed its gates: run {failed[0]['run_id']} (producer claims) failed its gate 'rejects': at most 20%" in lines[0]
     assert "hop_labels" not in labels.stdout + labels.stderr, "the labels stage ran on the failed claims"
+
+
+def test_an_error_inside_a_flow_is_said_once_without_reprs(world):
+    """A stage's input missing from the store: one `error:` line with the cause; the run's log on
+    stdout ends in state Failed without repeating it (it did 3 times, twice as a repr, at f597893)."""
+    root, _, _ = world
+    result = _baleen(["labels", "--round", "0"], root / "store-empty", root)
+    lines = _assert_fails_in_a_few_lines(result, "error: no 'claims' artifact in the store at ")
+    output = result.stdout + result.stderr
+    assert output.count("no 'claims' artifact") == 1, output
+    assert "StoreError" not in output and "Finished in state Failed\n" in result.stdout
+    assert "the flow run's log in the Prefect UI has it too" in lines[1]  # a flow run did start
+
+
+def test_a_missing_dataset_directory_fails_before_any_flow_run_starts(world):
+    root, _, store = world
+    result = _baleen(["corpus", str(root / "no-such-dataset")], store, root)
+    lines = _assert_fails_in_a_few_lines(result, f"error: dataset directory {root / 'no-such-dataset'} does not exist")
+    assert result.stdout == "", "a flow run started"
+    assert "Prefect UI" not in lines[1]  # no flow run, so no flow run's log to point at

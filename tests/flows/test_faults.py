@@ -7,11 +7,15 @@ session's Prefect test server, exactly as a user's runs would."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
-from helpers import assert_no_partial_artifacts, kill_when, published, start_cli
+from helpers import assert_no_partial_artifacts, kill_when, published, start_cli, temporary_servers_of
 
 
 @pytest.fixture
@@ -91,3 +95,59 @@ def test_two_concurrent_runs_on_one_store_do_not_corrupt_each_other(prefect_serv
     assert same == [{"n": 118}], "the two runs wrote different passages from the same input"
     gates = query(store, "SELECT count(*) AS n, bool_and(success) AS ok FROM validations WHERE artifact = 'passages'").to_pylist()
     assert gates == [{"n": 2, "ok": True}]
+
+
+def test_ctrl_c_ends_a_command_on_the_temporary_server_at_once_with_one_line(ingested_world):
+    """SIGINT to the command's process group, as a terminal sends it, in the middle of encoding:
+    at f597893 the temporary server died first and the command retried it for 6 minutes (rc 1,
+    26 lines). Now: rc 130 promptly (the bound below only guards against a hang; the measured
+    seconds are in docs/reliability.md), one line on stderr, no server left, nothing
+    half-published, and the rerun resumes."""
+    from baleen_flows.interrupts import MESSAGE
+
+    store, tmp_path = ingested_world
+    config = tmp_path / "index.yaml"
+    config.write_text("index: {shard_passages: 20, batch_size: 2}\nretriever: {device: cpu}\n")
+    home, log, err = tmp_path / "prefect-home", tmp_path / "interrupted.log", tmp_path / "interrupted.err"
+    run = start_cli(["index", "--config", str(config)], store.root, log, prefect_home=home, stderr=err)
+    deadline = time.monotonic() + 300
+    while "encode shard" not in log.read_text():  # the encoding's progress: tasks are running
+        assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:] + err.read_text()
+        time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGINT)
+    assert run.wait(timeout=30) == 130, log.read_text()[-3000:] + err.read_text()
+    assert err.read_text() == MESSAGE
+    assert "Crashed" in log.read_text()  # the runs were told they ended, on the server that was still up
+    time.sleep(1)
+    assert temporary_servers_of(home) == []
+    assert not published(store.root, "flipr_index")
+    assert_no_partial_artifacts(store.root)
+
+    from baleen_flows.index import index_flow
+
+    refs = index_flow(str(config))
+    assert refs["flipr_index"].rows == 118
+
+
+def test_two_commands_at_once_on_temporary_servers_neither_race_nor_duplicate(ingested_world):
+    """At f597893 one temporary server crashed at start-up on the shared SQLite database
+    (`table csrf_token already exists`) and both runs encoded the same shards. Now the second
+    gets a database of its own, and waits for each shard, codec and index the first is making,
+    then reuses it."""
+    store, tmp_path = ingested_world
+    config = tmp_path / "index.yaml"
+    config.write_text("index: {shard_passages: 40, batch_size: 8}\nretriever: {device: cpu}\n")
+    home = tmp_path / "prefect-home"
+    logs = [tmp_path / f"index-{i}.log" for i in range(2)]
+    runs = [start_cli(["index", "--config", str(config)], store.root, log, prefect_home=home) for log in logs]
+    for run, log in zip(runs, logs, strict=True):
+        assert run.wait(timeout=600) == 0, log.read_text()[-3000:]
+    outputs = [log.read_text() for log in logs]
+    assert sum("this one's runs go to a temporary database" in out for out in outputs) == 1, outputs
+    for name in ("flipr_codec", "flipr_shard", "flipr_index"):
+        manifests = list((store.root / "artifacts" / name).glob("run=*/producer=*/_manifest.json"))
+        producers = [m.parent.name for m in manifests]
+        assert len(producers) == len(set(producers)), f"{name} made twice: {sorted(producers)}"
+    assert "waiting to reuse it" in "".join(outputs)
+    assert temporary_servers_of(home) == [] and list(home.glob("temporary-prefect-*")) == []
+    assert_no_partial_artifacts(store.root)
