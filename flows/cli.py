@@ -145,7 +145,7 @@ def _results_summary(refs: dict, seconds: float) -> None:
 
 
 #: Commands that run no flow (so need not import Prefect just to adjust its console log).
-COMMANDS_WITHOUT_FLOWS = ("sql", "reports")
+COMMANDS_WITHOUT_FLOWS = ("sql", "reports", "store")
 
 
 @app.callback()
@@ -406,6 +406,46 @@ def explain(
         path = output
         path.write_text(html)
     typer.echo(f"wrote {path.resolve()} (open it in a browser; it needs no server)")
+
+
+store_app = typer.Typer(no_args_is_help=True, help="The store's health: check every artifact against its manifest, set damaged ones aside.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("check")
+def store_check(store: StoreOption = None) -> None:
+    """Verify every published artifact's files against its manifest (sizes, Parquet footers and
+    row counts, SHA-256 of every byte); exit 1 when any is damaged."""
+    _use_store(store)
+    from baleen_core.config import default_store_root
+    from baleen_storage import ArtifactStore
+
+    db = ArtifactStore(default_store_root())
+    damage = db.damaged()
+    for found in damage:
+        typer.echo(found.explain())
+    if damage:
+        raise typer.Exit(1)
+    typer.echo(f"every artifact in {db.root} is as published")
+
+
+@store_app.command("repair")
+def store_repair(store: StoreOption = None) -> None:
+    """Set every step (run and producer) with a damaged file aside, into the store's
+    quarantine/, and say which command makes each again."""
+    _use_store(store)
+    from baleen_core.config import default_store_root
+    from baleen_storage import ArtifactStore
+    from baleen_storage.catalog import build_catalog
+    from baleen_storage.integrity import remake_command
+
+    db = ArtifactStore(default_store_root())
+    damage = db.damaged()
+    moved = db.set_aside(damage)
+    for name, run_id, producer in moved:
+        typer.echo(f"set aside {name} of run {run_id} (producer {producer}) in {db.root / 'quarantine'}; `{remake_command(name, producer)}` makes it again")
+    build_catalog(db)
+    typer.echo(f"{len(moved)} artifacts set aside" if moved else f"nothing to repair: every artifact in {db.root} is as published")
 
 
 reports_app = typer.Typer(no_args_is_help=True, help="The store's reports: evaluation reports, their plots, HTML traces.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from baleen_schemas import ARTIFACTS, ArtifactSchema
+from baleen_storage.integrity import Damage, sizes_match, verify
 from baleen_storage.store import GATE_SUMMARY_SUFFIX, MANIFEST_FILE, ArtifactStore
 
 CATALOG_FILE = "catalog.duckdb"
@@ -75,17 +76,28 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def artifact_view_sql(store: ArtifactStore, schema: ArtifactSchema) -> str:
-    """CREATE VIEW for one artifact; an artifact with no files yet gets an empty, typed view."""
+def artifact_view_sql(store: ArtifactStore, schema: ArtifactSchema, left_out: Collection[Path] = ()) -> str:
+    """CREATE VIEW for one artifact over every run's files but those of the artifact directories
+    ``left_out`` (damaged ones); an artifact with no files (left) gets an empty, typed view."""
     name = schema.name
-    has_files = any((store.root / "artifacts" / name).glob("*/*/*.parquet"))
-    if has_files:
-        return (
-            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(store.parquet_glob(name))}, "
-            "hive_partitioning = true, hive_types = {'run': VARCHAR, 'producer': VARCHAR}, union_by_name = true)"
-        )
+    files = sorted((store.root / "artifacts" / name).glob("*/*/*.parquet"))
+    kept = [f for f in files if f.parent not in left_out]
+    options = "hive_partitioning = true, hive_types = {'run': VARCHAR, 'producer': VARCHAR}, union_by_name = true"
+    if kept and len(kept) == len(files):  # a glob: runs published later show up without a rebuild
+        return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({_quote(store.parquet_glob(name))}, {options})"
+    if kept:
+        return f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{', '.join(_quote(str(f)) for f in kept)}], {options})"
     cols = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS {f.name}" for f in schema.schema)
     return f"CREATE OR REPLACE VIEW {name} AS SELECT {cols}, CAST(NULL AS VARCHAR) AS run, CAST(NULL AS VARCHAR) AS producer WHERE false"
+
+
+def _damage(store: ArtifactStore, name: str, footers: bool = False) -> list[Damage]:
+    """The damaged files of ``name``'s artifacts: by their sizes, or (``footers``) by reading
+    their Parquet footers and row counts too."""
+    refs = store.refs(name, unreleased=True)
+    if footers:
+        return [d for ref in refs for d in verify(ref, checksums=False)]
+    return [d for ref in refs if (d := sizes_match(ref)) is not None]
 
 
 def _json_select(glob: str, columns: dict[str, str], present: bool) -> str:
@@ -111,8 +123,14 @@ def _artifacts_view_sql(manifests: str) -> str:
     )
 
 
-def catalog_statements(store: ArtifactStore) -> list[str]:
-    statements = [artifact_view_sql(store, schema) for schema in ARTIFACTS.values()]
+def catalog_statements(store: ArtifactStore, left_out: Mapping[str, list[Damage]] | None = None) -> list[str]:
+    """The catalog's views; each artifact's leaves out the runs whose files are damaged (by
+    size, or as given in ``left_out``, by artifact name)."""
+    left_out = left_out if left_out is not None else {}
+    statements = []
+    for name, schema in ARTIFACTS.items():
+        damage = left_out.get(name) or _damage(store, name)
+        statements.append(artifact_view_sql(store, schema, {d.ref.path for d in damage}))
     validations = str(store.root / "reports" / "*" / "validation" / "*" / f"*{GATE_SUMMARY_SUFFIX}")
     has_validations = any((store.root / "reports").glob(f"*/validation/*/*{GATE_SUMMARY_SUFFIX}"))
     statements.append(f"CREATE OR REPLACE VIEW validations AS {_json_select(validations, _VALIDATION_COLUMNS, has_validations)}")
@@ -122,24 +140,35 @@ def catalog_statements(store: ArtifactStore) -> list[str]:
     return statements
 
 
-def build_catalog(store: ArtifactStore) -> Path:
-    """(Re)write ``<store>/catalog.duckdb`` atomically and return its path.
+def build_catalog(store: ArtifactStore, left_out: list[Damage] | None = None) -> Path:
+    """(Re)write ``<store>/catalog.duckdb`` atomically and return its path. Damaged files never
+    break it: their runs are left out of their artifact's view and added to ``left_out`` (one
+    whose size is right is found when its view fails to build, by its footer).
 
     The statements used are saved beside it (``catalog.sql``): readers rebuild only when the
     statements they would use now differ (a new artifact got its first files)."""
-    statements = catalog_statements(store)
+    damage = {name: _damage(store, name) for name in ARTIFACTS}
     final = store.root / CATALOG_FILE
     with store.scratch_dir("catalog") as scratch:
         tmp = scratch / CATALOG_FILE
         con = duckdb.connect(str(tmp))
         try:
-            for statement in statements:
+            for name, schema in ARTIFACTS.items():
+                try:
+                    con.execute(artifact_view_sql(store, schema, {d.ref.path for d in damage[name]}))
+                except duckdb.Error:  # a file its size does not give away: find it by its footer
+                    damage[name] = _damage(store, name, footers=True)
+                    con.execute(artifact_view_sql(store, schema, {d.ref.path for d in damage[name]}))
+            statements = catalog_statements(store, damage)
+            for statement in statements[len(ARTIFACTS):]:
                 con.execute(statement)
             con.execute("CHECKPOINT")
         finally:
             con.close()
         os.replace(tmp, final)
     store.write_text(CATALOG_SQL_FILE, ";\n".join(statements) + ";\n")
+    if left_out is not None:
+        left_out.extend(d for found in damage.values() for d in found)
     return final
 
 

@@ -6,7 +6,7 @@ from baleen_core.config import RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text
 from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_storage import lineage
-from baleen_storage.store import ArtifactRef, ArtifactStore, StoreError
+from baleen_storage.store import ArtifactRef, ArtifactStore, CorruptArtifact, StoreError
 
 PRODUCER = "index"
 
@@ -28,9 +28,12 @@ def open_index(store: ArtifactStore, ref: ArtifactRef | None = None, storage: st
     ref = ref or store.latest("flipr_index")
     try:
         shards = shard_refs(store, ref)
+    except CorruptArtifact:
+        raise
     except StoreError as err:
         raise StoreError(f"index {ref.path} refers to a shard that is gone ({err}); rebuild it with `baleen index`") from err
-    return FliprIndex.open(ref.path, [s.path for s in shards], storage=storage, use_gpu=use_gpu), ref
+    with store.reading(ref, *shards):
+        return FliprIndex.open(ref.path, [s.path for s in shards], storage=storage, use_gpu=use_gpu), ref
 
 
 def open_searcher(

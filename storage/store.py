@@ -39,7 +39,8 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from baleen_schemas import ARTIFACTS, ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
+from baleen_schemas import ARTIFACTS, FILE_ARTIFACTS, ArtifactSchema, FileArtifactSpec, artifact_schema, file_artifact_spec
+from baleen_storage.integrity import Damage, file_digest, sizes_match, verify
 from baleen_storage.locks import held_lock
 
 MANIFEST_FILE = "_manifest.json"
@@ -75,6 +76,10 @@ class Manifest(BaseModel):
     #: Whether a gate must pass before later stages may read this artifact's step (see
     #: :meth:`ArtifactStore.release_state`); False in manifests written before gates held data back.
     gated: bool = False
+    #: Each file's size and SHA-256 as published (``baleen_storage.integrity``); empty in
+    #: manifests written before they were recorded, which are checked by their total size.
+    file_bytes: dict[str, int] = Field(default_factory=dict)
+    sha256: dict[str, str] = Field(default_factory=dict)
 
 
 class ReleaseState(BaseModel):
@@ -112,6 +117,11 @@ class ReleaseState(BaseModel):
 
 class UnreleasedArtifact(StoreError):
     """The artifact a stage asked for failed its gate, or was never validated."""
+
+
+class CorruptArtifact(StoreError):
+    """A file of an artifact is not what was published (truncated, missing, garbled); the message
+    names the file and how to repair it."""
 
 
 class ArtifactRef(BaseModel):
@@ -372,6 +382,7 @@ class ArtifactStore:
         self, tmp_dir: Path, name: str, version: int, rows: int, files: list[str], run_id: str, producer: str,
         fingerprint: str, inputs: dict, params: dict, stats: dict, flow_run: tuple[str | None, str | None], gated: bool = False,
     ) -> ArtifactRef:
+        file_bytes = {f: (tmp_dir / f).stat().st_size for f in files}
         manifest = Manifest(
             name=name,
             producer=producer,
@@ -379,7 +390,9 @@ class ArtifactStore:
             schema_version=version,
             rows=rows,
             files=files,
-            bytes=sum((tmp_dir / f).stat().st_size for f in files),
+            bytes=sum(file_bytes.values()),
+            file_bytes=file_bytes,
+            sha256={f: file_digest(tmp_dir / f) for f in files},
             fingerprint=fingerprint,
             inputs=inputs,
             params=params,
@@ -540,8 +553,9 @@ class ArtifactStore:
     def find(self, name: str, producer: str | None, fingerprint: str) -> ArtifactRef | None:
         """The newest published artifact with this fingerprint (of any producer if None), if any,
         for reuse: a released one when there is one, else one whose gate failed or never ran
-        (the step that reuses it gates it again, and may release it under changed limits)."""
-        matches = [r for r in self.refs(name, producer, unreleased=True) if r.fingerprint == fingerprint]
+        (the step that reuses it gates it again, and may release it under changed limits); never
+        one with a truncated or missing file (the step then makes it anew)."""
+        matches = [r for r in self.refs(name, producer, unreleased=True) if r.fingerprint == fingerprint and sizes_match(r) is None]
         released = [r for r in matches if self.release_state(r.manifest.run_id, r.manifest.producer).released]
         return (released or matches)[-1] if matches else None
 
@@ -552,10 +566,11 @@ class ArtifactStore:
 
     def latest(self, name: str, producer: str | None = None) -> ArtifactRef:
         """The newest ``name`` artifact that passed its gates; when there is none but there are
-        held-back ones, the error names the newest of them and its failed (or missing) gate."""
+        held-back ones, the error names the newest of them and its failed (or missing) gate. A
+        truncated or missing file of it is a :class:`CorruptArtifact` at once."""
         refs = self.refs(name, producer)
         if refs:
-            return refs[-1]
+            return _intact(refs[-1])
         held = self.refs(name, producer, unreleased=True)
         if held:
             newest = held[-1].manifest
@@ -569,32 +584,75 @@ class ArtifactStore:
 
     def get(self, name: str, run_id: str, producer: str, *, unreleased: bool = False) -> ArtifactRef:
         """Run ``run_id``'s ``name`` artifact of ``producer``; one whose step failed its gate (or
-        was never validated) only with ``unreleased``."""
+        was never validated) only with ``unreleased``; one with a truncated or missing file never
+        (a :class:`CorruptArtifact`)."""
         path = self.artifact_dir(name, run_id, producer) / MANIFEST_FILE
         if not path.exists():
             raise StoreError(f"no {name!r} artifact for run {run_id!r} (producer {producer!r}) in {self.root}")
         if not unreleased and not (state := self.release_state(run_id, producer)).released:
             raise UnreleasedArtifact(f"{name!r} of {state.explain()}")
-        return ArtifactRef(path=path.parent, manifest=Manifest.model_validate_json(path.read_text()))
+        return _intact(ArtifactRef(path=path.parent, manifest=Manifest.model_validate_json(path.read_text())))
 
     # ---- reading -----------------------------------------------------------------------------
+    @contextmanager
+    def reading(self, *refs: ArtifactRef) -> Iterator[None]:
+        """Around code that reads ``refs``' files: an error there that comes from a damaged file
+        (an unreadable footer, rows or bytes other than the published ones) becomes a
+        :class:`CorruptArtifact` naming the file and the repair; any other error stays itself."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as err:
+            self.raise_if_damaged(*refs, cause=err)
+            raise
+
+    def raise_if_damaged(self, *refs: ArtifactRef, cause: BaseException | None = None) -> None:
+        """A :class:`CorruptArtifact` naming the first damaged file of ``refs``, if one is."""
+        for ref in refs:
+            if damage := verify(ref, checksums=True):
+                raise CorruptArtifact(damage[0].explain()) from cause
+
+    def damaged(self, checksums: bool = True) -> list[Damage]:
+        """Every damaged file of every published artifact (``baleen store check``)."""
+        names = [*ARTIFACTS, *FILE_ARTIFACTS]
+        return [d for name in names for ref in self.refs(name, unreleased=True) for d in verify(ref, checksums)]
+
+    def set_aside(self, damage: list[Damage]) -> list[tuple[str, str, str]]:
+        """Move every step (run and producer) with a damaged file, all its artifacts, from
+        ``artifacts/`` to ``quarantine/``, where no stage finds them: the step is then made
+        again by the next run that needs it. Returns the (name, run, producer) moved."""
+        moved = []
+        for run_id, producer in sorted({(d.ref.manifest.run_id, d.ref.manifest.producer) for d in damage}):
+            for directory in sorted((self.root / "artifacts").glob(f"*/run={run_id}/producer={producer}")):
+                name = directory.parent.parent.name
+                target = self.root / "quarantine" / name / f"run={run_id}" / f"producer={producer}"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(directory, target)
+                moved.append((name, run_id, producer))
+        return moved
+
     def dataset(self, ref: ArtifactRef) -> pads.Dataset:
-        return pads.dataset([str(f) for f in ref.files], schema=artifact_schema(ref.name).schema, format="parquet")
+        with self.reading(ref):
+            return pads.dataset([str(f) for f in ref.files], schema=artifact_schema(ref.name).schema, format="parquet")
 
     def iter_batches(self, ref: ArtifactRef, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
         """Stream an artifact in record batches (constant memory)."""
-        yield from self.dataset(ref).to_batches(columns=columns, batch_size=batch_size)
+        with self.reading(ref):
+            yield from self.dataset(ref).to_batches(columns=columns, batch_size=batch_size)
 
     def read_table(self, ref: ArtifactRef, columns: list[str] | None = None) -> pa.Table:
         """Read a whole artifact; for small ones (claims, labels), never the corpus."""
-        return self.dataset(ref).to_table(columns=columns)
+        with self.reading(ref):
+            return self.dataset(ref).to_table(columns=columns)
 
     def read_rows(self, ref: ArtifactRef, column: str, values, columns: list[str] | None = None) -> pa.Table:
         """The rows of an artifact whose ``column`` is one of ``values`` (pushed down to the
         Parquet scan: one claim's rows without reading the whole table)."""
-        dataset = self.dataset(ref)
-        wanted = pa.array(list(values), type=dataset.schema.field(column).type)
-        return dataset.to_table(columns=columns, filter=pads.field(column).isin(wanted))
+        with self.reading(ref):
+            dataset = self.dataset(ref)
+            wanted = pa.array(list(values), type=dataset.schema.field(column).type)
+            return dataset.to_table(columns=columns, filter=pads.field(column).isin(wanted))
 
     def passage_ids(self, passages: ArtifactRef) -> np.ndarray:
         """Every passage id of a passages artifact, sorted (int64)."""
@@ -614,34 +672,23 @@ class ArtifactStore:
         where, params = "", []
         if pid_range is not None:
             where, params = "WHERE p.pid BETWEEN ? AND ?", [int(pid_range[0]), int(pid_range[1])]
-        con = duckdb.connect()
-        try:
-            if pids is not None:
-                con.register("wanted", pa.table({"pid": pa.array(np.asarray(pids, dtype=np.int64))}))
-                where = "WHERE p.pid IN (SELECT pid FROM wanted)"
-            sql = (
-                "SELECT p.pid, p.title, coalesce(string_agg(s.text, ' ' ORDER BY s.sid) FILTER (WHERE s.text <> ''), '') AS text "
-                f"FROM read_parquet(?) p LEFT JOIN read_parquet(?) s ON s.pid = p.pid {where} "
-                "GROUP BY p.pid, p.title ORDER BY p.pid"
-            )
-            files = lambda ref: [str(f) for f in ref.files]  # noqa: E731
-            return con.sql(sql, params=[files(passages), files(sentences), *params]).to_arrow_table()
-        finally:
-            con.close()
+        if pids is not None:
+            where = "WHERE p.pid IN (SELECT pid FROM wanted)"
+        sql = (
+            "SELECT p.pid, p.title, coalesce(string_agg(s.text, ' ' ORDER BY s.sid) FILTER (WHERE s.text <> ''), '') AS text "
+            f"FROM read_parquet(?) p LEFT JOIN read_parquet(?) s ON s.pid = p.pid {where} "
+            "GROUP BY p.pid, p.title ORDER BY p.pid"
+        )
+        return self._duckdb_table((passages, sentences), sql, params, pids)
 
     def passage_sentences(self, passages: ArtifactRef, sentences: ArtifactRef, pids) -> pa.Table:
         """``(pid, title, sid, text)`` of every non-empty sentence of the given passages, sorted by
         pid and sid (what the condensers read)."""
-        con = duckdb.connect()
-        try:
-            con.register("wanted", pa.table({"pid": pa.array(np.asarray(sorted(set(pids)), dtype=np.int64))}))
-            sql = (
-                "SELECT p.pid, p.title, s.sid, s.text FROM read_parquet(?) p JOIN read_parquet(?) s ON s.pid = p.pid "
-                "WHERE p.pid IN (SELECT pid FROM wanted) AND s.text <> '' ORDER BY p.pid, s.sid"
-            )
-            return con.sql(sql, params=[[str(f) for f in passages.files], [str(f) for f in sentences.files]]).to_arrow_table()
-        finally:
-            con.close()
+        sql = (
+            "SELECT p.pid, p.title, s.sid, s.text FROM read_parquet(?) p JOIN read_parquet(?) s ON s.pid = p.pid "
+            "WHERE p.pid IN (SELECT pid FROM wanted) AND s.text <> '' ORDER BY p.pid, s.sid"
+        )
+        return self._duckdb_table((passages, sentences), sql, [], sorted(set(pids)))
 
     def claim_gold(self, claims: ArtifactRef, gold_facts: ArtifactRef, sentences: ArtifactRef, split: str) -> pa.Table:
         """Resolved claims of one split with their gold facts and sentence text:
@@ -652,16 +699,30 @@ class ArtifactStore:
             "JOIN read_parquet(?) s ON s.pid = f.pid AND s.sid = f.sid "
             "WHERE c.split = ? AND c.resolved ORDER BY c.uid, f.pid, f.sid"
         )
-        con = duckdb.connect()
-        try:
-            files = [[str(f) for f in ref.files] for ref in (claims, gold_facts, sentences)]
-            return con.sql(sql, params=[*files, split]).to_arrow_table()
-        finally:
-            con.close()
+        return self._duckdb_table((claims, gold_facts, sentences), sql, [split])
+
+    def _duckdb_table(self, reads: tuple[ArtifactRef, ...], sql: str, params: list, wanted_pids=None) -> pa.Table:
+        """``sql`` run in DuckDB with each ``read_parquet(?)`` bound, in order, to the files of
+        ``reads`` and then ``params``; ``wanted_pids`` as the table ``wanted(pid)``."""
+        with self.reading(*reads):
+            con = duckdb.connect()
+            try:
+                if wanted_pids is not None:
+                    con.register("wanted", pa.table({"pid": pa.array(np.asarray(wanted_pids, dtype=np.int64))}))
+                return con.sql(sql, params=[*([str(f) for f in ref.files] for ref in reads), *params]).to_arrow_table()
+            finally:
+                con.close()
 
     def parquet_glob(self, name: str) -> str:
         """Glob over every run's files of an artifact, for DuckDB's read_parquet."""
         return str(self.root / "artifacts" / _check_name("artifact", name) / "*" / "*" / "*.parquet")
+
+
+def _intact(ref: ArtifactRef) -> ArtifactRef:
+    """``ref``, unless a file of it is missing or not its published size."""
+    if (damage := sizes_match(ref)) is not None:
+        raise CorruptArtifact(damage.explain())
+    return ref
 
 
 def _manifest_says_gated(path: Path) -> bool:

@@ -34,7 +34,8 @@ def ingest_claims(
 
     seen: set[str] = set()
     records = [r for split, path in sorted(dataset.claims.items()) for r in read_hover_claims(path, split, seen)]
-    resolved = resolve_claims(records, passages.files)
+    with store.reading(passages):
+        resolved = resolve_claims(records, passages.files)
     if not resolved.stats.reconciles():
         raise RuntimeError(f"claims counts do not reconcile: {resolved.stats.as_dict()}")
     meta = dict(run_id=run_id, producer=PRODUCER, fingerprint=fp, inputs=inputs, params={}, flow_run=flow_run_info())

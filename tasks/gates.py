@@ -351,8 +351,9 @@ def run_gate(
     gates = gates or GateConfig()
     views = set(refs) - {artifact}
     target = refs[artifact]
-    # a locked scratch directory: another run's tmp/ sweep must not delete the database mid-gate
-    with store.scratch_dir("gate") as scratch:
+    # a locked scratch directory: another run's tmp/ sweep must not delete the database mid-gate;
+    # a damaged file fails as itself (a CorruptArtifact), not as an expectation that failed
+    with store.scratch_dir("gate") as scratch, store.reading(*refs.values()):
         db_path = scratch / "views.duckdb"
         con = duckdb.connect(str(db_path))
         try:
@@ -364,7 +365,9 @@ def run_gate(
             # the suites query them with SQL, so the type is not needed.
             warnings.filterwarnings("ignore", message="Did not recognize type", category=SAWarning)
             result = _validate(db_path, artifact, _table_expectations(artifact, views, gates) + SUITES[artifact](views, target.manifest.params))
-    failures = [_failure(r, refs, artifact) for r in result.results if not r.success]
+        if any((r.exception_info or {}).get("raised_exception") for r in result.results):
+            store.raise_if_damaged(*refs.values())  # GX reports a query's error as a failed expectation
+        failures = [_failure(r, refs, artifact) for r in result.results if not r.success]
     run_id, producer = target.manifest.run_id, target.manifest.producer
     summary = {
         "artifact": artifact,

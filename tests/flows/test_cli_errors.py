@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,32 @@ def test_a_missing_dataset_directory_fails_before_any_flow_run_starts(world):
     lines = _assert_fails_in_a_few_lines(result, f"error: dataset directory {root / 'no-such-dataset'} does not exist")
     assert result.stdout == "", "a flow run started"
     assert "Prefect UI" not in lines[1]  # no flow run, so no flow run's log to point at
+
+
+def test_a_damaged_file_fails_only_what_reads_it_names_itself_and_is_repaired(world):
+    """One claims part truncated. At f597893 a flow that never read it (its catalog refresh) failed,
+    retried 3 times, and `baleen evaluate` failed at its report after the whole run, with no hint.
+    Now the stage that reads it fails at once naming the file and the repair, the others pass, and
+    `baleen store check` / `repair` find it and set it aside so that the claims flow makes it again."""
+    root, world, store = world
+    store = Path(shutil.copytree(store, root / "store-damaged"))
+    assert _baleen(["claims", str(world)], store, root).returncode == 0
+    (part,) = (store / "artifacts" / "claims").glob("run=*/producer=claims/part-*.parquet")
+    part.write_bytes(part.read_bytes()[:-100])
+
+    labels = _baleen(["labels", "--round", "0"], store, root)
+    lines = _assert_fails_in_a_few_lines(labels, f"error: {part} is damaged (")
+    assert "`baleen store repair` sets that run's step aside, then `baleen claims DATASET` makes it again" in lines[0]
+
+    corpus = _baleen(["corpus", str(world)], store, root)  # reads no claims: unaffected, warned
+    assert corpus.returncode == 0, corpus.stdout + corpus.stderr
+    assert f"left out of the SQL views: {part} is damaged" in corpus.stdout and "Retry" not in corpus.stdout
+
+    check = _baleen(["store", "check"], store, root)
+    assert check.returncode == 1 and check.stdout.startswith(f"{part} is damaged")
+    repair = _baleen(["store", "repair"], store, root)
+    assert repair.returncode == 0 and "set aside claims of run" in repair.stdout and "`baleen claims DATASET` makes it again" in repair.stdout
+    assert _baleen(["store", "check"], store, root).returncode == 0
+    assert _baleen(["claims", str(world)], store, root).returncode == 0  # made again, not reused
+    counted = _baleen(["sql", "SELECT count(*) AS n FROM claims", "-f", "csv"], store, root)
+    assert counted.stdout.splitlines() == ["n", "42"]

@@ -3,6 +3,9 @@ traces and metrics, the gate, SQL that reproduces the metrics, the report, reuse
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from typer.testing import CliRunner
 
@@ -213,3 +216,27 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
         first = verdict.hops[0].retrieved
         assert len(first) == depth // row["num_hops"] and [pid for pid, _ in first] == [pid for pid, _ in expected[: len(first)]]
         assert [score for _, score in first] == pytest.approx([score for _, score in expected[: len(first)]])
+
+
+def test_a_damaged_claims_file_fails_the_evaluation_before_any_system_runs(pipeline_world, tmp_path):
+    """At f597893 `baleen evaluate` verified every system, then failed at its report (64 lines, no
+    hint). The claims are handed to the evaluation size-checked: it stops before verifying."""
+    from prefect.settings import PREFECT_API_URL
+
+    from helpers import BALEEN_CLI
+    from test_training_flow import _store_copy_with
+
+    copy, config = _store_copy_with(pipeline_world, tmp_path)
+    claims = pipeline_world.store.latest("claims", "claims")
+    part = copy / claims.path.relative_to(pipeline_world.store.root) / claims.manifest.files[0]
+    data = part.read_bytes()
+    part.unlink()  # a hard link to the session's store: replace it, never write through it
+    part.write_bytes(data[: len(data) // 2])
+    predictions = sorted(copy.glob("artifacts/predictions/run=*"))
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
+    result = subprocess.run([BALEEN_CLI, "evaluate", "--config", config], env=env, capture_output=True, text=True, timeout=600)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and len(lines) == 2, result.stdout[-3000:] + result.stderr
+    assert lines[0].startswith(f"error: {part} is damaged (") and "`baleen claims DATASET` makes it again" in lines[0]
+    assert "verify" not in result.stdout and sorted(copy.glob("artifacts/predictions/run=*")) == predictions
