@@ -29,6 +29,9 @@ SAFE_DEFAULTS: dict[str, str] = {
     # ("database is locked", PrefectHQ/prefect#15170); the pipeline defines no automations.
     "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     "PREFECT_LOGGING_LEVEL": "INFO",
+    # A heartbeat every 30 s (Prefect's default is 180): the deployments' automation marks a run
+    # of ours Crashed after 4 missed ones (baleen_tasks.policies.ensure_zombie_detection).
+    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -18,7 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from helpers import free_port, stop_process_group
+from baleen_tasks.policies import ZOMBIE_AUTOMATION
+from helpers import TINY, free_port, stop_process_group
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +52,9 @@ def service(tmp_path):
         "BALEEN_STORE": str(tmp_path / "store"),
         "BALEEN_HOME": str(tmp_path / "home"),
         "BALEEN_PROJECT_DIR": str(PROJECT),
+        # the CLI's temporary servers run without triggers (baleen_core.runtime); a real server,
+        # as `prefect server start` runs by default, has them: the zombie automation needs them
+        "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "true",
     }
     started: list[subprocess.Popen] = []
 
@@ -77,7 +82,7 @@ def service(tmp_path):
                 pytest.fail(f"the Prefect server did not come up:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
             time.sleep(1)
         run("work-pool", "create", POOL, "--type", "process")
-        run("--no-prompt", "deploy", "--all")  # its build step creates the gpu tag limit
+        run("--no-prompt", "deploy", "--all")  # its build steps create the gpu tag limit and the zombie automation
         start("worker", "start", "--pool", POOL, "--limit", "1", log="worker.log")
         yield api, tmp_path
     finally:
@@ -89,8 +94,6 @@ def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    from helpers import TINY
 
     api, tmp_path = service
     config = tmp_path / "demo-config.yaml"
@@ -106,6 +109,8 @@ def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
     with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         limit = client.read_concurrency_limit_by_tag("gpu")
         assert limit.concurrency_limit == 1  # made by prefect.yaml's build step, not by hand
+        (zombies,) = client.read_automations_by_name(ZOMBIE_AUTOMATION)
+        assert zombies.enabled and zombies.trigger.within.total_seconds() == 120
         deployments = {d.name: d for d in client.read_deployments()}
         assert FLOWS <= set(deployments), f"prefect.yaml is missing deployments: {FLOWS - set(deployments)}"
         assert all(d.work_pool_name == POOL for d in deployments.values())
@@ -154,3 +159,86 @@ def test_demo_deployment_runs_on_a_worker_and_reports_through_the_api(service):
     assert "nanobind" not in (tmp_path / "worker.log").read_text()
     # the run wrote its artifacts where the worker's environment said
     assert list((tmp_path / "store" / "artifacts" / "predictions").glob("run=*/producer=eval-baleen/_manifest.json"))
+
+
+def _wait_until(client, run_id, done, timeout: float, log: Path):
+    deadline = time.monotonic() + timeout
+    while not done(run := client.read_flow_run(run_id)):
+        if time.monotonic() > deadline:
+            pytest.fail(f"flow run {run.name} still {run.state.name} after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+        time.sleep(2)
+    return run
+
+
+def _flow_run_processes(run_id) -> list[int]:
+    """PIDs of the processes executing flow run ``run_id`` (the worker starts one per run)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if f"PREFECT__FLOW_RUN_ID={run_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def test_a_sigkilled_flow_run_is_marked_crashed_not_left_running(service):
+    """At f597893 a flow run killed with its worker (SIGKILL: the OOM killer, a lost machine)
+    stayed Running (30 minutes later too): nothing was left to report its end. Its heartbeats
+    stop, and the automation prefect.yaml's build step made marks it, and its subflow, Crashed."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from baleen_core.demo_world import write_demo_world
+
+    api, tmp_path = service
+    world = write_demo_world(tmp_path / "world", TINY)
+    env = {**os.environ, "PREFECT_API_URL": api, "BALEEN_STORE": str(tmp_path / "store")}
+    done = subprocess.run([str(BIN / "baleen"), "corpus", str(world)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    config = tmp_path / "slow-index.yaml"  # one passage per batch: minutes of encoding to be killed in
+    config.write_text("index: {shard_passages: 10, batch_size: 1}\nretriever: {device: cpu}\n")
+
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("index/index")
+        run = client.create_flow_run_from_deployment(deployment.id, parameters={"config_path": str(config)})
+        log = tmp_path / "worker.log"
+        _wait_until(client, run.id, lambda r: r.state.is_running() and _flow_run_processes(r.id), 300, log)
+        subflows = FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id]))
+        deadline = time.monotonic() + 300
+        while not any(c.state.is_running() for c in client.read_flow_runs(flow_run_filter=subflows)):  # encode-shards, encoding
+            assert time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(1)
+        time.sleep(5)  # the subflow's first heartbeats are out
+        (pid,) = _flow_run_processes(run.id)
+        worker = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])  # its parent
+        for process in (worker, pid):  # the worker first: it would report a child's death itself
+            os.kill(process, signal.SIGKILL)
+        killed_at = time.monotonic()
+        time.sleep(60)
+        assert client.read_flow_run(run.id).state.is_running(), "nothing should have noticed yet"
+        crashed = _wait_until(client, run.id, lambda r: r.state.is_final(), 400, log)
+        assert crashed.state.is_crashed(), crashed.state
+        assert crashed.state.message.startswith("no heartbeat for 120 s: its process died")
+        assert time.monotonic() - killed_at >= 90, "marked before its heartbeats could have been missed"
+        children = client.read_flow_runs(flow_run_filter=subflows)
+        assert children and all(_wait_until(client, c.id, lambda r: r.state.is_final(), 120, log).state.is_crashed() for c in children)
+
+
+def test_a_deployment_run_with_a_bad_config_fails_under_its_own_name_with_the_one_line_error(service):
+    """At f597893: a crash under a random run name, state message "Process exited with status
+    code: 1", the config's message at the bottom of a traceback."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    api, tmp_path = service
+    config = tmp_path / "nightly.yaml"
+    config.write_text("evaluation:\n  splitt: dev\n")
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("evaluation/evaluation")
+        run = client.create_flow_run_from_deployment(deployment.id, parameters={"config_path": str(config)})
+        run = _wait_until(client, run.id, lambda r: r.state.is_final(), 300, tmp_path / "worker.log")
+    assert run.state.is_failed() and not run.state.is_crashed(), run.state
+    assert run.state.message == f"{config}: evaluation.splitt: unknown key (did you mean 'split'?)"
+    assert run.name == "evaluation · newest claims · nightly"
