@@ -8,6 +8,7 @@ Values the user already exported win; we only fill in what is unset.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: Environment defaults and why each one is needed.
@@ -44,7 +45,25 @@ def apply_runtime_defaults() -> None:
     """Fill in the safe defaults; idempotent, and never overrides what the user exported."""
     for key, value in SAFE_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    _progress_bars_off_if_already_imported()
     if "PREFECT_HOME" not in os.environ and "PREFECT_API_URL" not in os.environ:
         home = baleen_home() / "prefect"
         home.mkdir(parents=True, exist_ok=True)
         os.environ["PREFECT_HOME"] = str(home)
+
+
+def _progress_bars_off_if_already_imported() -> None:
+    """Hugging Face reads HF_HUB_DISABLE_PROGRESS_BARS once, when imported. A deployment's flow
+    run process imports Prefect (and through the flow's module, transformers) before any of our
+    code runs, so there the variable came too late and every model load drew its "Loading
+    weights" bar into the worker's log: switch the bars off in the libraries themselves."""
+    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") != "1":
+        return  # the user asked for the bars
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()

@@ -275,7 +275,7 @@ def search(
     cfg = _loaded_config(config)
     db = ArtifactStore(cfg.store_root)
     try:
-        searcher, ref = open_searcher(db, cfg.search, cfg.retriever.device)
+        searcher, ref = open_searcher(db, cfg.search, cfg.retriever.device, warn=lambda note: typer.echo(f"note: {note}", err=True))
     except StoreError as err:
         typer.echo(f"{err}", err=True)
         raise typer.Exit(2) from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from baleen_core.config import RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text
 from baleen_core.retrieval.bm25 import Bm25Retriever
@@ -43,12 +45,17 @@ def open_searcher(
     ref: ArtifactRef | None = None,
     storage: str = "codec",
     full_interaction: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[FliprSearcher, ArtifactRef]:
     """A searcher over an index (default: the newest), with the encoder it was built with;
-    ``full_interaction`` scores with every query position (ColBERT) instead of FLIPR's top k."""
+    ``full_interaction`` scores with every query position (ColBERT) instead of FLIPR's top k.
+    ``warn`` hears of settings the index cannot honour as given (an ``nprobe`` above its centroids)."""
     index, ref = open_index(store, ref, storage)
     flipr = Flipr.load(index_retriever_config(ref, device))
-    return FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction), ref
+    searcher = FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction)
+    if warn is not None and searcher.nprobe_note:
+        warn(searcher.nprobe_note)
+    return searcher, ref
 
 
 def open_bm25(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef) -> Bm25Retriever:

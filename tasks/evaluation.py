@@ -91,7 +91,7 @@ def system_searcher(store: ArtifactStore, system: str, config: BaleenConfig, mod
     kind, remedy = SYSTEM_INDEXES.get(system, TRAINED_INDEX)
     if kind not in models:
         raise StoreError(f"{system} needs the {kind.replace('_', ' ')} of these passages: {remedy}")
-    searcher, _ = open_searcher(store, config.search, config.retriever.device, models[kind], full_interaction=system == "colbert-full")
+    searcher, _ = open_searcher(store, config.search, config.retriever.device, models[kind], full_interaction=system == "colbert-full", warn=run_logger().warning)
     return searcher
 
 

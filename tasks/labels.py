@@ -93,7 +93,7 @@ def label_round(
     if labeller == "flipr":
         if index is None:
             raise ValueError("a FLIPR label round needs an index; run the index flow first")
-        ranker, _ = open_searcher(store, search, device, index)
+        ranker, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
     else:
         ranker = open_bm25(store, passages, sentences)
     held_out = held_out_training_uids(store, claims, gold_facts, config)

@@ -158,7 +158,7 @@ def retrieval_recall(
 ) -> dict[str, float]:
     """Claim-only Recall@k of gold passages on one split, by hop count (a quick check of a retriever)."""
     store = ArtifactStore(store_root)
-    searcher, _ = open_searcher(store, search, device, index)
+    searcher, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
     gold = claims_from_rows(store.claim_gold(claims, gold_facts, sentences, split).to_pylist())
     recall = gold_recall(searcher, [(c.claim, c.num_hops, {p.pid for p in c.passages}) for c in gold], [k])[k]
     publish_table(key=f"recall-{label}".lower().replace(" ", "-"), table=[{"hops": h, f"recall@{k}": round(v, 4)} for h, v in recall.items()], description=f"{label}: claim-only Recall@{k} on {split}")

@@ -74,6 +74,16 @@ class FliprSearcher:
         self._last_query: tuple[tuple, torch.Tensor, int] | None = None
 
     @property
+    def nprobe_note(self) -> str | None:
+        """Why fewer centroids than ``nprobe`` are probed, when they are (the index has fewer)."""
+        if self.nprobe <= self.index.codec.n_centroids:
+            return None
+        return (
+            f"search.nprobe is {self.nprobe} but the index has {self.index.codec.n_centroids} centroids: every centroid is probed "
+            f"(nprobe {self.index.codec.n_centroids} behaves the same)"
+        )
+
+    @property
     def tensors(self) -> IndexTensors:
         """The index on the search device, made on first use (after any ``index.materialize()``)."""
         if self._tensors is None:

@@ -52,6 +52,12 @@ def test_a_probe_wider_than_the_codebook_is_the_whole_codebook(flipr, corpus):
     wide = FliprSearcher(flipr, index, nprobe=index.codec.n_centroids + 50, ncandidates=len(corpus))
     full = FliprSearcher(flipr, index, nprobe=index.codec.n_centroids, ncandidates=len(corpus))
     assert wide.search([CLAIM], k=10)[0] == full.search([CLAIM], k=10)[0]  # faiss pads a wider probe with -1 ids: none may reach postings
+    # and says so (it was clamped without a word): open_searcher passes the note to the run's log or the terminal
+    n = index.codec.n_centroids
+    assert full.nprobe_note is None
+    assert wide.nprobe_note == (
+        f"search.nprobe is {n + 50} but the index has {n} centroids: every centroid is probed (nprobe {n} behaves the same)"
+    )
 
 
 def test_index_with_every_candidate_is_exhaustive(flipr, corpus):

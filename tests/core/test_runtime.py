@@ -1,0 +1,29 @@
+"""Runtime defaults reach libraries imported before them: a deployment's flow run process imports
+Prefect and transformers before any code of ours runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+LOAD_AFTER_LATE_DEFAULTS = """
+import transformers  # first, as in a worker's flow run process
+from baleen_core.runtime import apply_runtime_defaults
+apply_runtime_defaults()
+from baleen_core.config import RetrieverConfig
+from baleen_core.retrieval import Flipr
+Flipr.load(RetrieverConfig(device="cpu"))
+"""
+
+
+def _load_model_stderr(**env_changes: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))} | {"HF_HUB_OFFLINE": "1", **env_changes}
+    done = subprocess.run([sys.executable, "-c", LOAD_AFTER_LATE_DEFAULTS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def test_no_weight_loading_bar_even_when_transformers_was_imported_first():
+    assert "Loading weights" not in _load_model_stderr()
+    assert "Loading weights" in _load_model_stderr(HF_HUB_DISABLE_PROGRESS_BARS="0")  # the user's choice wins
