@@ -56,10 +56,11 @@ def test_sql_shows_the_first_rows_of_a_huge_result_without_computing_the_rest(tm
     lines = result.output.splitlines()
     assert [line.split() for line in lines[2:5]] == [["0", "0"], ["1", "1"], ["2", "2"]]
     assert lines[5] == "(the first 3 rows; the query has more, not fetched: raise --max-rows, or stream them all with -f csv or -f json)"
-    as_csv = CliRunner().invoke(app, ["sql", "SELECT i FROM range(250000) t(i)", "--store", str(tmp_path), "-f", "csv"])
-    assert as_csv.output.splitlines() == ["i", *map(str, range(250000))]
-    reached = CliRunner().invoke(app, ["sql", sql, "--store", str(tmp_path), "-f", "csv"])
-    assert reached.exit_code == 2 and "row 5,000,000 was computed" in reached.output
+    as_csv = CliRunner().invoke(app, ["sql", "SELECT i FROM range(50000) t(i)", "--store", str(tmp_path), "-f", "csv"])
+    assert as_csv.output.splitlines() == ["i", *map(str, range(50000))]
+    every_row = "SELECT CASE WHEN i = 40000 THEN error('row 40,000 was computed') ELSE i END AS v FROM range(50000) t(i)"
+    reached = CliRunner().invoke(app, ["sql", every_row, "--store", str(tmp_path), "-f", "csv"])  # csv reads them all
+    assert reached.exit_code == 2 and "row 40,000 was computed" in reached.output
 
 
 def test_sql_help_lists_every_view():

@@ -3,9 +3,6 @@ traces and metrics, the gate, SQL that reproduces the metrics, the report, reuse
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 from typer.testing import CliRunner
 
@@ -220,10 +217,9 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
 
 def test_a_damaged_claims_file_fails_the_evaluation_before_any_system_runs(pipeline_world, tmp_path):
     """At f597893 `baleen evaluate` verified every system, then failed at its report (64 lines, no
-    hint). The claims are handed to the evaluation size-checked: it stops before verifying."""
-    from prefect.settings import PREFECT_API_URL
-
-    from helpers import BALEEN_CLI
+    hint). The claims are handed to the evaluation size-checked: it stops before verifying, and the
+    run's state says which file and what to do."""
+    from baleen_flows.evaluation import evaluation_flow
     from test_training_flow import _store_copy_with
 
     copy, config = _store_copy_with(pipeline_world, tmp_path)
@@ -234,9 +230,7 @@ def test_a_damaged_claims_file_fails_the_evaluation_before_any_system_runs(pipel
     part.write_bytes(data[: len(data) // 2])
     predictions = sorted(copy.glob("artifacts/predictions/run=*"))
 
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value()}
-    result = subprocess.run([BALEEN_CLI, "evaluate", "--config", config], env=env, capture_output=True, text=True, timeout=600)
-    lines = result.stderr.splitlines()
-    assert result.returncode == 1 and len(lines) == 2, result.stdout[-3000:] + result.stderr
-    assert lines[0].startswith(f"error: {part} is damaged (") and "`baleen claims DATASET` makes it again" in lines[0]
-    assert "verify" not in result.stdout and sorted(copy.glob("artifacts/predictions/run=*")) == predictions
+    state = evaluation_flow(config, return_state=True)
+    assert state.is_failed()
+    assert f"{part} is damaged (" in state.message and "`baleen claims DATASET` makes it again" in state.message
+    assert sorted(copy.glob("artifacts/predictions/run=*")) == predictions, "a system was verified"
