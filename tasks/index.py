@@ -56,11 +56,11 @@ def _codec_placement(flipr: Flipr) -> dict:
     return {"use_gpu": True, "device": None} if faiss_gpu_available() else {"use_gpu": False, "device": flipr.device}
 
 
-@task(name="plan-shards")
 def _waiting_for(what: str):
     return lambda: run_logger().info("another run is making %s with the same inputs: waiting to reuse it", what)
 
 
+@task(name="plan-shards")
 def plan_index_shards(store_root: str, passages: ArtifactRef, config: IndexConfig) -> list[ShardPlan]:
     """Split the corpus into shards of ``index.shard_passages`` passages by pid order."""
     return plan_shards(ArtifactStore(store_root).passage_ids(passages), config.shard_passages)
@@ -108,7 +108,6 @@ def train_index_codec(
         return writer.ref
 
 
-
 @task(name="encode-shard", task_run_name="encode-shard · {shard.number}", tags=[GPU_TAG])
 def encode_index_shard(
     store_root: str,
@@ -152,7 +151,6 @@ def encode_index_shard(
             }
         logger.info("shard %d: %d passages, %d tokens, %.1f passages/s", shard.number, writer.rows, encoded.n_tokens, writer.stats["passages_per_second"])
         return writer.ref
-
 
 
 @task(name="build-index")

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from baleen_core.retrieval.recall import gold_recall
@@ -188,11 +189,36 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     assert all(store.latest(f"{k}_checkpoint").path == refs[f"training/{k}"].path for k in models)  # the original is untouched
 
 
-def test_training_with_bm25_round0_needs_no_untrained_index(prefect_server, tiny_world, tmp_path):
-    """Round 0 labelled by BM25 trains without an untrained index (the hover-mini benchmarks skip
-    building one); labelling round 0 with FLIPR, or evaluating untrained-flipr, asks for one by name."""
+def _minimal_training_config(tmp_path, round0: str) -> str:
+    """The smallest training budgets, labelling round 0 with ``round0``, on ``tmp_path/store``."""
+    path = tmp_path / f"{round0}.yaml"
+    path.write_text(
+        f"store_root: {tmp_path / 'store'}\nretriever: {{device: cpu}}\nlabels: {{rounds: 1, round0: {round0}, depth: 50}}\n"
+        "training: {flipr: {epochs: 1, batch_size: 8}, stage1: {epochs: 1, max_examples: 8}, stage2: {epochs: 1, max_examples: 8},"
+        " reader: {epochs: 1, batch_size: 8, max_examples: 8}}\n"
+    )
+    return str(path)
+
+
+def test_training_with_flipr_round0_asks_for_the_untrained_index_before_labelling(prefect_server, tiny_world, tmp_path):
+    """Labelling round 0 with FLIPR needs the untrained index: the flow says so by name and
+    labels nothing."""
     import pytest
 
+    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.training import training_flow
+    from baleen_storage import StoreError
+
+    ingest_flow(str(tiny_world), _minimal_training_config(tmp_path, "bm25"))
+    with pytest.raises(StoreError, match="baleen index"):
+        training_flow(_minimal_training_config(tmp_path, "flipr"))
+    assert not ArtifactStore(tmp_path / "store").refs("hop_labels")  # refused before labelling anything
+
+
+@pytest.mark.slow  # a whole training flow (about 2 minutes on 2 cores); the pipeline fixture trains with round0 flipr
+def test_training_with_bm25_round0_needs_no_untrained_index(prefect_server, tiny_world, tmp_path):
+    """Round 0 labelled by BM25 trains without an untrained index (the hover-mini benchmarks skip
+    building one); evaluating untrained-flipr then asks for one by name."""
     from baleen_core.config import BaleenConfig
     from baleen_flows.evaluation import trained_models
     from baleen_flows.ingest import ingest_flow
@@ -200,25 +226,13 @@ def test_training_with_bm25_round0_needs_no_untrained_index(prefect_server, tiny
     from baleen_storage import StoreError
     from baleen_tasks.evaluation import system_retriever
 
-    def config(round0: str) -> str:
-        path = tmp_path / f"{round0}.yaml"
-        path.write_text(
-            f"store_root: {tmp_path / 'store'}\nretriever: {{device: cpu}}\nlabels: {{rounds: 1, round0: {round0}, depth: 50}}\n"
-            "training: {flipr: {epochs: 1, batch_size: 8}, stage1: {epochs: 1, max_examples: 8}, stage2: {epochs: 1, max_examples: 8},"
-            " reader: {epochs: 1, batch_size: 8, max_examples: 8}}\n"
-        )
-        return str(path)
-
-    ingest_flow(str(tiny_world), config("bm25"))
+    config = _minimal_training_config(tmp_path, "bm25")
+    ingest_flow(str(tiny_world), config)
     store = ArtifactStore(tmp_path / "store")
-    with pytest.raises(StoreError, match="baleen index"):
-        training_flow(config("flipr"))
-    assert not store.refs("hop_labels")  # refused before labelling anything
-
-    refs = training_flow(config("bm25"))
+    refs = training_flow(config)
     assert refs["labels-r0"].manifest.params["labeller"] == "bm25" and refs["index"].manifest.producer == "index-flipr-r0"
     assert not store.refs("flipr_index", "index")  # no untrained index was built on the way
-    cfg = BaleenConfig.load(config("bm25"))
+    cfg = BaleenConfig.load(config)
     passages, sentences = store.latest("passages", "corpus"), store.latest("sentences", "corpus")
     models = trained_models(store, passages=passages)
     assert "untrained_index" not in models and models["index"] == refs["index"]
