@@ -207,6 +207,18 @@ class ResidualCodec:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
+    def reconstruction_error(self, embeddings: np.ndarray, codes: np.ndarray, payload: np.ndarray, max_tokens: int = 20_000, seed: int = 0) -> float:
+        """Mean ``1 - cos`` between unit embeddings and their compressed form, on a seeded sample
+        of at most ``max_tokens`` tokens: how well the codec fits these tokens (an index update
+        compares its new tokens' error with the error on the tokens the codec was trained for)."""
+        if len(embeddings) == 0:
+            return 0.0
+        rows = np.sort(np.random.default_rng(seed).choice(len(embeddings), min(max_tokens, len(embeddings)), replace=False))
+        original = np.asarray(embeddings[rows], dtype=np.float32)
+        original /= np.maximum(np.linalg.norm(original, axis=1, keepdims=True), 1e-12)
+        restored = self.decompress(codes[rows], payload[rows])
+        return float(np.mean(1.0 - np.sum(original * restored, axis=1)))
+
     def pq_table(self) -> np.ndarray:
         """The PQ sub-centroids as ``[m, 256, dim / m]``: decoding a token concatenates
         ``table[j, payload[j]]`` over ``j`` (what faiss's ``decode`` does)."""

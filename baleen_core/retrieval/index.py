@@ -11,6 +11,11 @@ Files of one shard (written by the index flow, one shard per task)::
 and of the merged index: the codec (``centroids.npy``, ``residual_pq.faiss``) and the inverted
 lists ``ivf_offsets.npy`` [K+1] / ``ivf_docs.npy`` (for every centroid, the passages — positions
 in shard order — that have at least one token there).
+
+An index updated in place (:mod:`baleen_core.retrieval.delta`) lists the shards of the index it
+updated, then its delta shards, and holds ``dead_positions.npy``: the positions of passages
+deleted or replaced since, which search never returns. Positions only ever grow, so a position
+names one stored passage for the life of the index.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ SHARD_FILES = ("pids.npy", "doclens.npy", "codes.npy", "payload.npy")
 FP16_FILE = "fp16.npy"
 IVF_OFFSETS_FILE = "ivf_offsets.npy"
 IVF_DOCS_FILE = "ivf_docs.npy"
+DEAD_POSITIONS_FILE = "dead_positions.npy"
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,19 @@ def build_ivf(codes: np.ndarray, doclens: np.ndarray, n_centroids: int) -> tuple
     return offsets, docs.astype(np.int32)
 
 
+def merge_ivf(base_offsets: np.ndarray, base_docs: np.ndarray, delta_offsets: np.ndarray, delta_docs: np.ndarray, delta_first_position: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted lists of an index and of passages appended after it (their positions counted
+    from 0 in the delta, from ``delta_first_position`` in the merged index): the lists
+    :func:`build_ivf` makes over both, without reading a single token code of the base."""
+    n_centroids = len(base_offsets) - 1
+    centroid = np.concatenate([np.repeat(np.arange(n_centroids), np.diff(base_offsets)), np.repeat(np.arange(n_centroids), np.diff(delta_offsets))])
+    docs = np.concatenate([base_docs.astype(np.int64), delta_docs.astype(np.int64) + delta_first_position])
+    order = np.argsort(centroid, kind="stable")  # within a centroid: the base's passages, then the delta's, each ascending
+    offsets = np.zeros(n_centroids + 1, dtype=np.int64)
+    offsets[1:] = base_offsets[1:] + delta_offsets[1:]
+    return offsets, docs[order].astype(np.int32)
+
+
 class FliprIndex:
     """All shards of one index, loaded, plus the codec and inverted lists."""
 
@@ -90,6 +109,7 @@ class FliprIndex:
         ivf_offsets: np.ndarray,
         ivf_docs: np.ndarray,
         fp16: np.ndarray | None = None,
+        dead_positions: np.ndarray | None = None,
     ) -> None:
         self.codec = codec
         self.pids = pids
@@ -101,7 +121,12 @@ class FliprIndex:
         self.fp16 = fp16
         self.token_offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
         np.cumsum(doclens, out=self.token_offsets[1:])
-        self.position_of_pid = {int(p): i for i, p in enumerate(pids)}
+        self.dead = np.zeros(len(pids), dtype=bool)  # passages deleted or replaced since they were indexed
+        if dead_positions is not None:
+            self.dead[dead_positions] = True
+        self.position_of_pid = {int(pids[i]): int(i) for i in np.flatnonzero(~self.dead)}
+        if len(self.position_of_pid) != len(pids) - int(self.dead.sum()):
+            raise ValueError("a passage id is live at two positions of the index")
         self._dense: np.ndarray | None = None
 
     @classmethod
@@ -121,11 +146,18 @@ class FliprIndex:
                 parts[FP16_FILE].append(np.load(shard / FP16_FILE))
         pids, doclens, codes, payload = (np.concatenate(parts[name]) for name in SHARD_FILES)
         fp16 = np.concatenate(parts[FP16_FILE]) if storage == "fp16" else None
-        return cls(codec, pids, doclens, codes, payload, np.load(index_dir / IVF_OFFSETS_FILE), np.load(index_dir / IVF_DOCS_FILE), fp16)
+        dead = np.load(index_dir / DEAD_POSITIONS_FILE) if (index_dir / DEAD_POSITIONS_FILE).exists() else None
+        return cls(codec, pids, doclens, codes, payload, np.load(index_dir / IVF_OFFSETS_FILE), np.load(index_dir / IVF_DOCS_FILE), fp16, dead)
 
     @property
     def n_passages(self) -> int:
+        """Stored passages, live or dead: positions run ``0 .. n_passages - 1``."""
         return len(self.pids)
+
+    @property
+    def n_live(self) -> int:
+        """Passages search can return (stored minus deleted or replaced)."""
+        return len(self.position_of_pid)
 
     @property
     def n_tokens(self) -> int:
@@ -202,6 +234,7 @@ class IndexTensors:
         self.token_offsets = put(index.token_offsets)
         self.doclens = put(index.doclens.astype(np.int64, copy=False))
         self.pids = put(index.pids)
+        self.dead = put(index.dead) if index.dead.any() else None  # None: nothing to mask
         self.dense: torch.Tensor | None = None
         self.codes: torch.Tensor | None = None
         self.payload: torch.Tensor | None = None

@@ -173,6 +173,8 @@ class FliprSearcher:
         scores = flipr_aggregate(approx, torch.ones(n_positions, dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
         if exclude:
             scores[self._excluded(index.pids[unique_docs], exclude)] = float("-inf")
+        if index.dead is not None:
+            scores[index.dead[unique_docs]] = float("-inf")
         values, top = top_k_stable(scores, self.ncandidates)
         return unique_docs[top][torch.isfinite(values)]
 
@@ -196,6 +198,8 @@ class FliprSearcher:
             scores[start : start + len(positions)] = self.score_positions(query, n_claim, positions)
         if exclude:
             scores[self._excluded(self.tensors.pids, exclude)] = float("-inf")
+        if self.tensors.dead is not None:
+            scores[self.tensors.dead] = float("-inf")
         return self._top(torch.arange(n_passages, device=self.device), scores, k)
 
     def _excluded(self, pids: torch.Tensor, exclude: Collection[int]) -> torch.Tensor:
