@@ -152,6 +152,17 @@ class IndexConfig(_Strict):
     shard_passages: int = Field(default=16_384, ge=1, description="Passages per shard (one Prefect task each).")
     batch_size: int = Field(default=32, ge=1, description="Passages per encoder batch (length-sorted).")
     seed: int = 0
+    incremental: bool = Field(
+        default=True,
+        description="When the corpus changed since the newest index of the same encoder and codec settings, update that index in place "
+        "(encode only added and updated passages, retire updated and removed ones) instead of rebuilding it; false: always rebuild.",
+    )
+    rebuild_added_share: float = Field(
+        default=0.2, gt=0, description="Rebuild (new codec, every passage encoded) once the passages added since the codec was trained exceed this share."
+    )
+    rebuild_error_ratio: float = Field(
+        default=1.5, gt=1, description="Rebuild at the next refresh once new tokens reconstruct with this many times the codec's error on the corpus it was built for."
+    )
 
 
 class SearchConfig(_Strict):

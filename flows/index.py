@@ -15,6 +15,7 @@ from baleen_flows.run_names import encode_shards_run_name, index_run_name
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.index import build_flipr_index, encode_index_shard, plan_index_shards, train_index_codec
+from baleen_tasks.index_update import current_index, plan_index, update_flipr_index
 from baleen_tasks.runners import task_runner
 from baleen_tasks.validation import validate_artifact
 
@@ -32,7 +33,11 @@ def index_flow(
     """Encode and index a corpus (``passages_run``, default: the newest) with FLIPR: the
     configured encoder, or a trained ``checkpoint`` (then ``tag`` names the index, e.g. flipr-r0).
 
-    Shards already encoded by an earlier, interrupted run with the same settings are reused.
+    When an index of an earlier version of the corpus exists (same encoder and codec settings),
+    it is updated in place: only added and updated passages are encoded, removed and replaced
+    ones are retired; a rebuild happens when ``index.rebuild_*`` say the codec no longer fits,
+    with ``--force``, or with ``index.incremental: false``. Shards already encoded by an
+    earlier, interrupted run with the same settings are reused.
     """
     config = BaleenConfig.load(config_path)
     retriever = config.retriever.model_copy(update={"checkpoint": Path(checkpoint)}) if checkpoint else config.retriever
@@ -41,11 +46,18 @@ def index_flow(
     passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
 
-    plan = plan_index_shards(root, passages, config.index)
-    codec = train_index_codec(root, passages, sentences, retriever, config.index, run_id, force, tag)
     encode = encode_shards.with_options(task_runner=task_runner(config.orchestration))
-    shards = encode(root, passages, sentences, codec, plan, retriever, config.index, run_id, force, tag)
-    refs = build_flipr_index(root, passages, codec, shards, retriever, run_id, force, tag)
+    plan = plan_index(root, passages, retriever, config.index, force, tag)
+    if plan.action == "current":
+        refs = current_index(root, plan)
+    elif plan.action == "update":
+        delta_shards = encode(root, passages, sentences, plan.codec, plan.shards, retriever, config.index, run_id, force, tag)
+        refs = update_flipr_index(root, passages, plan, delta_shards, retriever, config.index, run_id, tag)
+    else:
+        shard_plans = plan_index_shards(root, passages, config.index)
+        codec = train_index_codec(root, passages, sentences, retriever, config.index, run_id, force, tag)
+        shards = encode(root, passages, sentences, codec, shard_plans, retriever, config.index, run_id, force, tag)
+        refs = build_flipr_index(root, passages, codec, shards, retriever, config.index, run_id, force, tag)
     validate_artifact(root, "index_passages", {"passages": passages, "index_passages": refs["index_passages"]})
     refresh_catalog(root)
     return refs

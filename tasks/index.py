@@ -19,12 +19,17 @@ from baleen_core.config import IndexConfig, RetrieverConfig
 from baleen_core.retrieval import Flipr, ShardPlan, passage_text, plan_shards
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec
 from baleen_core.retrieval.codec import ResidualCodec, codec_sample_size, faiss_gpu_available
-from baleen_core.retrieval.index import IVF_DOCS_FILE, IVF_OFFSETS_FILE, write_shard
+from baleen_core.retrieval.index import DEAD_POSITIONS_FILE, FP16_FILE, IVF_DOCS_FILE, IVF_OFFSETS_FILE, write_shard
 from baleen_schemas import FLIPR_CODEC, FLIPR_INDEX, FLIPR_SHARD, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
 from baleen_storage.indexes import PRODUCER
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, readable, run_logger
+
+
+#: The pids of the passages a codec was trained on, kept with it: a shard's reconstruction error
+#: is measured on the others, so that it is not a training error.
+CODEC_SAMPLE_FILE = "sample_pids.npy"
 
 
 def index_producer(tag: str | None) -> str:
@@ -33,8 +38,9 @@ def index_producer(tag: str | None) -> str:
     return PRODUCER if tag is None else f"{PRODUCER}-{tag}"
 
 
-def shard_producer(tag: str | None, number: int) -> str:
-    return f"shard-{number:05d}" if tag is None else f"{tag}-shard-{number:05d}"
+def shard_producer(tag: str | None, shard: ShardPlan) -> str:
+    name = f"delta-shard-{shard.number:05d}" if shard.is_delta else f"shard-{shard.number:05d}"
+    return name if tag is None else f"{tag}-{name}"
 
 
 def encoder_fingerprint(config: RetrieverConfig) -> str:
@@ -56,7 +62,7 @@ def _codec_placement(flipr: Flipr) -> dict:
     return {"use_gpu": True, "device": None} if faiss_gpu_available() else {"use_gpu": False, "device": flipr.device}
 
 
-def _waiting_for(what: str):
+def waiting_for(what: str):
     return lambda: run_logger().info("another run is making %s with the same inputs: waiting to reuse it", what)
 
 
@@ -79,9 +85,9 @@ def train_index_codec(
 ) -> ArtifactRef:
     """Encode a seeded sample of passages; k-means centroids (faiss) and the residual PQ."""
     logger, store = run_logger(), ArtifactStore(store_root)
-    params = config.model_dump(mode="json", include={"codec", "pq_subvectors", "n_centroids", "kmeans_iterations", "sample_passages", "seed"})
+    params = codec_params(config)
     fp = fingerprint(step="flipr_codec", passages=passages.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CODEC.version)
-    with store.making("flipr_codec", index_producer(tag), fp, _waiting_for("the codec")):
+    with store.making("flipr_codec", index_producer(tag), fp, waiting_for("the codec")):
         if not force and (reused := store.find("flipr_codec", index_producer(tag), fp)):
             logger.info("codec unchanged: reusing run %s", reused.manifest.run_id)
             return reused
@@ -96,6 +102,7 @@ def train_index_codec(
         meta = dict(run_id=run_id, producer=index_producer(tag), fingerprint=fp, inputs={"passages": passages.fingerprint}, params=params, flow_run=flow_run_info())
         with store.file_writer("flipr_codec", **meta) as writer:
             codec.save(writer.dir)
+            np.save(writer.dir / CODEC_SAMPLE_FILE, sample)
             writer.rows = codec.n_centroids
             writer.stats = {
                 "sample_passages": n_sample,
@@ -123,21 +130,28 @@ def encode_index_shard(
 ) -> ArtifactRef:
     """Encode one shard's passages (length-sorted batches) and compress their tokens."""
     logger, store = run_logger(), ArtifactStore(store_root)
-    producer = shard_producer(tag, shard.number)
+    producer = shard_producer(tag, shard)
     params = {"shard": shard.number, "lo": shard.lo, "hi": shard.hi, "keep_fp16": config.keep_fp16}
+    if shard.is_delta:  # the same pids may hold other texts in another corpus version
+        params |= {"pids": fingerprint(pids=list(shard.pids)), "passages": passages.fingerprint}
     fp = fingerprint(step="flipr_shard", codec=codec_ref.fingerprint, params=params, version=FLIPR_SHARD.version)
-    with store.making("flipr_shard", producer, fp, _waiting_for(f"shard {shard.number}")):
+    with store.making("flipr_shard", producer, fp, waiting_for(f"shard {shard.number}")):
         if not force and (reused := store.find("flipr_shard", producer, fp)):
             logger.info("shard %d already encoded in run %s: skipping", shard.number, reused.manifest.run_id)
             return reused
-        table = store.passage_texts(passages, sentences, pid_range=(shard.lo, shard.hi))
+        if shard.is_delta:
+            table = store.passage_texts(passages, sentences, pids=np.array(shard.pids, dtype=np.int64))
+        else:
+            table = store.passage_texts(passages, sentences, pid_range=(shard.lo, shard.hi))
         if table.num_rows != shard.n_passages:
             raise RuntimeError(f"shard {shard.number}: expected {shard.n_passages} passages, the corpus has {table.num_rows}")
         flipr = Flipr.load(retriever)
         codec = ResidualCodec.load(codec_ref.path, **_codec_placement(flipr))
         started = time.perf_counter()
         with Progress(table.num_rows, f"encode shard {shard.number}", unit="passage") as progress:
-            encoded = encode_shard(flipr, codec, table.column("pid").to_numpy(), _texts(table), config, on_batch=progress.update)
+            sample = codec_ref.path / CODEC_SAMPLE_FILE
+            codec_sample = np.load(sample) if sample.exists() and not shard.is_delta else None  # a delta's texts are all new
+            encoded = encode_shard(flipr, codec, table.column("pid").to_numpy(), _texts(table), config, progress.update, codec_sample)
         seconds = time.perf_counter() - started
         meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"codec": codec_ref.fingerprint}, params=params, flow_run=flow_run_info())
         with store.file_writer("flipr_shard", **meta) as writer:
@@ -148,6 +162,7 @@ def encode_index_shard(
                 "seconds": round(seconds, 2),
                 "passages_per_second": round(len(encoded.pids) / max(seconds, 1e-9), 1),
                 "device": str(flipr.device),
+                "reconstruction_error": None if encoded.reconstruction_error is None else round(encoded.reconstruction_error, 6),
             }
         logger.info("shard %d: %d passages, %d tokens, %.1f passages/s", shard.number, writer.rows, encoded.n_tokens, writer.stats["passages_per_second"])
         return writer.ref
@@ -160,6 +175,7 @@ def build_flipr_index(
     codec_ref: ArtifactRef,
     shards: list[ArtifactRef],
     retriever: RetrieverConfig,
+    config: IndexConfig,
     run_id: str,
     force: bool = False,
     tag: str | None = None,
@@ -167,65 +183,111 @@ def build_flipr_index(
     """Merge shards: inverted lists over all tokens, the index manifest, and ``index_passages``."""
     logger, store = run_logger(), ArtifactStore(store_root)
     fp = fingerprint(step="flipr_index", shards=[s.fingerprint for s in shards], version=(FLIPR_INDEX.version, INDEX_PASSAGES.version))
-    with store.making("flipr_index", index_producer(tag), fp, _waiting_for("the index")):
+    with store.making("flipr_index", index_producer(tag), fp, waiting_for("the index")):
         if not force and (reused := store.find_outputs(["flipr_index", "index_passages"], index_producer(tag), fp)):
             logger.info("index unchanged: reusing run %s", reused["flipr_index"].manifest.run_id)
             return reused
         codec = ResidualCodec.load(codec_ref.path)
         doclens = [np.load(s.path / "doclens.npy") for s in shards]
-        codes = [np.load(s.path / "codes.npy") for s in shards]
-        pids = [np.load(s.path / "pids.npy") for s in shards]
-        ivf_offsets, ivf_docs = merge_shards(codes, doclens, codec.n_centroids)
-        n_passages, n_tokens = sum(len(d) for d in doclens), int(sum(int(d.sum()) for d in doclens))
-        fp16_stored = all((s.path / "fp16.npy").exists() for s in shards)
-        meta = dict(
-            run_id=run_id,
-            producer=index_producer(tag),
-            fingerprint=fp,
-            inputs={"codec": codec_ref.fingerprint, **{s.manifest.producer: s.fingerprint for s in shards}},
-            params={"retriever": retriever.model_dump(mode="json"), "encoder_fingerprint": encoder_fingerprint(retriever)},
-            flow_run=flow_run_info(),
-        )
-        with store.file_writer("flipr_index", **meta) as writer:
-            for name in codec_ref.manifest.files:
-                shutil.copy2(codec_ref.path / name, writer.dir / name)
-            np.save(writer.dir / IVF_OFFSETS_FILE, ivf_offsets)
-            np.save(writer.dir / IVF_DOCS_FILE, ivf_docs)
-            writer.rows = n_passages
-            writer.stats = {
-                "passages_run": passages.manifest.run_id,
-                "model": str(retriever.checkpoint) if retriever.checkpoint else retriever.resolved_backbone(),
-                "dim": retriever.dim,
-                "codec": codec.kind,
-                "n_centroids": codec.n_centroids,
-                "n_passages": n_passages,
-                "n_tokens": n_tokens,
-                "bytes_per_token": codec.bytes_per_token,
-                "bytes_per_passage": round(codec.bytes_per_token * n_tokens / max(n_passages, 1), 1),
-                "fp16_bytes_per_token": 2 * retriever.dim if fp16_stored else None,
-                "ivf_postings": int(len(ivf_docs)),
-                "shards": [
-                    {"run_id": s.manifest.run_id, "producer": s.manifest.producer, "passages": s.rows, "tokens": s.manifest.stats["n_tokens"]}
-                    for s in shards
-                ],
+        ivf_offsets, ivf_docs = merge_shards([np.load(s.path / "codes.npy") for s in shards], doclens, codec.n_centroids)
+        n_passages = sum(len(d) for d in doclens)
+        rows = pa.table(
+            {
+                "pid": np.concatenate([np.load(s.path / "pids.npy") for s in shards]),
+                "position": np.arange(n_passages, dtype=np.int64),
+                "shard": np.repeat(np.arange(len(shards), dtype=np.int32), [len(d) for d in doclens]),
+                "n_tokens": np.concatenate(doclens),
             }
-        with store.writer("index_passages", **meta) as table_writer:
-            table_writer.write(
-                pa.table(
-                    {
-                        "pid": np.concatenate(pids),
-                        "position": np.arange(n_passages, dtype=np.int64),
-                        "shard": np.repeat(np.arange(len(shards), dtype=np.int32), [len(d) for d in doclens]),
-                        "n_tokens": np.concatenate(doclens),
-                    }
-                )
-            )
-        stats = writer.stats
-        publish_table(
-            key="flipr-index",
-            table=[{"metric": k, "value": readable(v)} for k, v in stats.items() if k != "shards"],
-            description=f"FLIPR index of run {run_id}: {n_passages:,} passages, {n_tokens:,} tokens in {len(shards)} shard(s).",
         )
-        logger.info("index: %d passages, %d tokens, %s bytes/token", n_passages, n_tokens, stats["bytes_per_token"])
-        return {"flipr_index": writer.ref, "index_passages": table_writer.ref}
+        lineage = {"codec_passages": n_passages, "added_since_codec": 0, "codec_error": shards_error(shards)}
+        meta = index_meta(run_id, tag, fp, codec_ref, shards, retriever, config, n_passages)
+        return publish_index(store, meta, passages, codec_ref, shards, (ivf_offsets, ivf_docs, np.zeros(0, dtype=np.int64)), rows, retriever, lineage)
 
+
+def codec_params(config: IndexConfig) -> dict:
+    """The settings a codec is trained with: an index can be updated only with the same ones."""
+    return config.model_dump(mode="json", include={"codec", "pq_subvectors", "n_centroids", "kmeans_iterations", "sample_passages", "seed"})
+
+
+def shards_error(shards: list[ArtifactRef]) -> float | None:
+    """Token-weighted mean reconstruction error of the shards that measured one (None if none did)."""
+    errors = [(s.manifest.stats["reconstruction_error"], s.manifest.stats["n_tokens"]) for s in shards if s.manifest.stats.get("reconstruction_error") is not None]
+    if not errors:
+        return None
+    return round(sum(e * n for e, n in errors) / max(sum(n for _, n in errors), 1), 6)
+
+
+def index_meta(run_id: str, tag: str | None, fp: str, codec_ref: ArtifactRef, shards: list[ArtifactRef], retriever: RetrieverConfig, config: IndexConfig, n_positions: int, **inputs: str) -> dict:
+    """Manifest fields shared by an index and its ``index_passages``."""
+    return dict(
+        run_id=run_id,
+        producer=index_producer(tag),
+        fingerprint=fp,
+        inputs={"codec": codec_ref.fingerprint, **inputs, **{s.manifest.producer: s.fingerprint for s in shards}},
+        params={
+            "retriever": retriever.model_dump(mode="json"),
+            "encoder_fingerprint": encoder_fingerprint(retriever),
+            "codec": codec_params(config),
+            "n_positions": n_positions,
+        },
+        flow_run=flow_run_info(),
+    )
+
+
+def publish_index(
+    store: ArtifactStore,
+    meta: dict,
+    passages: ArtifactRef,
+    codec_ref: ArtifactRef,
+    shards: list[ArtifactRef],
+    lists: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rows: pa.Table,
+    retriever: RetrieverConfig,
+    lineage: dict,
+) -> dict[str, ArtifactRef]:
+    """Write an index (codec copy, inverted lists, dead positions) over ``shards`` and its
+    ``index_passages`` (``rows``: the live passages), with its statistics."""
+    ivf_offsets, ivf_docs, dead = lists
+    codec = ResidualCodec.load(codec_ref.path)
+    n_positions = sum(s.rows for s in shards)
+    n_tokens, n_live = sum(int(s.manifest.stats["n_tokens"]) for s in shards), rows.num_rows
+    fp16_stored = all((s.path / FP16_FILE).exists() for s in shards)
+    with store.file_writer("flipr_index", **meta) as writer:
+        for name in codec_ref.manifest.files:
+            if name != CODEC_SAMPLE_FILE:
+                shutil.copy2(codec_ref.path / name, writer.dir / name)
+        np.save(writer.dir / IVF_OFFSETS_FILE, ivf_offsets)
+        np.save(writer.dir / IVF_DOCS_FILE, ivf_docs)
+        if len(dead):
+            np.save(writer.dir / DEAD_POSITIONS_FILE, dead)
+        writer.rows = n_live
+        writer.stats = {
+            "passages_run": passages.manifest.run_id,
+            "model": str(retriever.checkpoint) if retriever.checkpoint else retriever.resolved_backbone(),
+            "dim": retriever.dim,
+            "codec": codec.kind,
+            "n_centroids": codec.n_centroids,
+            "n_passages": n_live,
+            "n_positions": n_positions,
+            "dead_positions": int(len(dead)),
+            "n_tokens": n_tokens,
+            "bytes_per_token": codec.bytes_per_token,
+            "bytes_per_passage": round(codec.bytes_per_token * n_tokens / max(n_positions, 1), 1),
+            "fp16_bytes_per_token": 2 * retriever.dim if fp16_stored else None,
+            "ivf_postings": int(len(ivf_docs)),
+            **lineage,
+            "shards": [
+                {"run_id": s.manifest.run_id, "producer": s.manifest.producer, "passages": s.rows, "tokens": s.manifest.stats["n_tokens"]}
+                for s in shards
+            ],
+        }
+    with store.writer("index_passages", **meta) as table_writer:
+        table_writer.write(rows)
+    stats = writer.stats
+    publish_table(
+        key="flipr-index",
+        table=[{"metric": k, "value": readable(v)} for k, v in stats.items() if k != "shards"],
+        description=f"FLIPR index of run {meta['run_id']}: {n_live:,} passages, {n_tokens:,} tokens in {len(shards)} shard(s).",
+    )
+    run_logger().info("index: %d passages (%d dead), %d tokens, %s bytes/token", n_live, len(dead), n_tokens, stats["bytes_per_token"])
+    return {"flipr_index": writer.ref, "index_passages": table_writer.ref}

@@ -24,6 +24,7 @@ class EncodedShard:
     codes: np.ndarray
     payload: np.ndarray
     fp16: np.ndarray | None
+    reconstruction_error: float | None = None  # mean 1 - cos after compression, of tokens the codec never trained on
 
     @property
     def n_tokens(self) -> int:
@@ -63,11 +64,16 @@ def encode_shard(
     texts: Sequence[str],
     config: IndexConfig,
     on_batch: Callable[[int], None] | None = None,
+    codec_sample: np.ndarray | None = None,
 ) -> EncodedShard:
-    """Encode passages (``title | text``) and compress their tokens."""
+    """Encode passages (``title | text``) and compress their tokens. The reconstruction error is
+    measured on the tokens of passages outside ``codec_sample`` (the pids the codec was trained
+    on: its error there is a training error); None when every passage was in it."""
     embeddings, doclens = flipr.encode_passages(texts, config.batch_size, on_batch)
     codes, payload = codec.compress(embeddings)
-    return EncodedShard(pids, doclens, codes, payload, embeddings if config.keep_fp16 else None)
+    unseen = np.repeat(~np.isin(pids, codec_sample if codec_sample is not None else []), doclens)
+    error = codec.reconstruction_error(embeddings[unseen], codes[unseen], payload[unseen], seed=config.seed) if unseen.any() else None
+    return EncodedShard(pids, doclens, codes, payload, embeddings if config.keep_fp16 else None, error)
 
 
 def merge_shards(codes: Sequence[np.ndarray], doclens: Sequence[np.ndarray], n_centroids: int) -> tuple[np.ndarray, np.ndarray]:

@@ -40,12 +40,18 @@ DEAD_POSITIONS_FILE = "dead_positions.npy"
 @dataclass(frozen=True)
 class ShardPlan:
     """Shard ``number`` holds the passages with ``lo <= pid <= hi`` (pids sorted, so shards are
-    a uniform random split of the corpus: pids are title hashes)."""
+    a uniform random split of the corpus: pids are title hashes). A delta shard of an index
+    update holds exactly ``pids``, the added and updated passages in that range."""
 
     number: int
     lo: int
     hi: int
     n_passages: int
+    pids: tuple[int, ...] | None = None
+
+    @property
+    def is_delta(self) -> bool:
+        return self.pids is not None
 
 
 def plan_shards(sorted_pids: np.ndarray, shard_passages: int) -> list[ShardPlan]:
@@ -53,6 +59,15 @@ def plan_shards(sorted_pids: np.ndarray, shard_passages: int) -> list[ShardPlan]
     for number, start in enumerate(range(0, len(sorted_pids), shard_passages)):
         chunk = sorted_pids[start : start + shard_passages]
         plans.append(ShardPlan(number, int(chunk[0]), int(chunk[-1]), len(chunk)))
+    return plans
+
+
+def plan_delta_shards(sorted_pids: np.ndarray, shard_passages: int) -> list[ShardPlan]:
+    """Delta shards of an index update: the given passages, ``shard_passages`` at a time."""
+    plans = []
+    for number, start in enumerate(range(0, len(sorted_pids), shard_passages)):
+        chunk = [int(p) for p in sorted_pids[start : start + shard_passages]]
+        plans.append(ShardPlan(number, chunk[0], chunk[-1], len(chunk), tuple(chunk)))
     return plans
 
 

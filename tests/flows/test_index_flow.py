@@ -21,6 +21,7 @@ class IndexedWorld:
     config: str
     refs: dict
     ingested: Path  # a copy of the store taken before indexing
+    world: Path  # the upstream files it was ingested from
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,10 @@ def indexed_world(prefect_server, tmp_path_factory) -> IndexedWorld:
     store = ArtifactStore(tmp / "store")
     config = tmp / "config.yaml"
     config.write_text(f"store_root: {store.root}\nindex: {{shard_passages: 40, batch_size: 16, keep_fp16: true}}\nretriever: {{device: cpu}}\n")
-    ingest_flow(str(write_demo_world(tmp / "demo", TINY)), str(config))
+    world = write_demo_world(tmp / "demo", TINY)
+    ingest_flow(str(world), str(config))
     shutil.copytree(store.root, tmp / "ingested")
-    return IndexedWorld(store, str(config), index_flow(str(config)), tmp / "ingested")
+    return IndexedWorld(store, str(config), index_flow(str(config)), tmp / "ingested", world)
 
 
 def test_index_flow_builds_a_validated_queryable_index(indexed_world):
@@ -106,3 +108,74 @@ def test_search_cli_without_an_index_says_what_to_run(prefect_server, tmp_path):
 
     result = CliRunner().invoke(app, ["search", "anything", "--store", str(tmp_path / "empty")])
     assert result.exit_code == 2 and "flipr_index" in result.output
+
+
+def _change_beir_corpus(path: Path) -> dict[str, dict]:
+    """Remove the first BEIR record, rewrite the second, add two: the records as written, by role."""
+    import gzip
+    import json
+
+    records = [json.loads(line) for line in gzip.open(path, "rt")]
+    removed, updated = records[0], dict(records[1], text="A rewritten passage about a lighthouse keeper and her eleven cats.")
+    added = [
+        {"_id": "new-0", "title": "Velmora Quay", "text": "Velmora Quay is a stone harbour wall built in 1802 for herring boats.", "metadata": {}},
+        {"_id": "new-1", "title": "Osric Tallow", "text": "Osric Tallow was a glassblower who lit the first gas lamps of Wolffold.", "metadata": {}},
+    ]
+    with gzip.open(path, "wt") as out:
+        for record in [updated, *records[2:], *added]:
+            out.write(json.dumps(record) + "\n")
+    return {"removed": removed, "updated": updated, "added": added}
+
+
+def test_a_changed_corpus_updates_the_index_in_place(indexed_world, tmp_path):
+    """Removed, rewritten and new passages: only the rewritten and new ones are encoded (one delta
+    shard), the removed and the old text are never found again, the new texts are, and a rerun
+    reuses the update."""
+    import os
+
+    import yaml
+
+    from baleen_core.config import SearchConfig
+    from baleen_core.retrieval import passage_text
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import corpus_flow
+    from baleen_storage.indexes import open_searcher
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)  # publishing only adds directories
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
+    world = tmp_path / "world"
+    shutil.copytree(indexed_world.world, world)
+    changed = _change_beir_corpus(world / "beir_corpus.jsonl.gz")
+
+    corpus_flow(str(world), str(config))
+    store, base = ArtifactStore(store_dir), indexed_world.refs["flipr_index"]
+    refs = index_flow(str(config))
+    stats = refs["flipr_index"].manifest.stats
+    assert stats["base_index"] == base.manifest.run_id and stats["changes"] == {"added": 2, "updated": 1, "removed": 1}
+    assert stats["passages_run"] == store.latest("passages", "corpus").manifest.run_id != base.manifest.stats["passages_run"]
+    assert [s["passages"] for s in stats["shards"]] == [40, 40, 38, 3]  # the base's shards, reused, and one delta shard
+    assert stats["shards"][:3] == base.manifest.stats["shards"]
+    assert stats["n_positions"] == 121 and stats["dead_positions"] == 2 and stats["n_passages"] == refs["index_passages"].rows == 119
+    assert stats["added_since_codec"] == 3 and stats["codec_passages"] == 118 and stats["rebuild_due"] is None
+    # the tiny corpus trained its codec on every passage: no unseen token to measure its error on
+    assert stats["delta_error"] > 0 and stats["codec_error"] is None
+    assert query(store, f"SELECT success FROM validations WHERE artifact = 'index_passages' AND run_id = '{refs['flipr_index'].manifest.run_id}'").to_pylist() == [{"success": True}]
+
+    searcher, ref = open_searcher(store, SearchConfig(nprobe=64, ncandidates=1000), device="cpu")
+    assert ref.path == refs["flipr_index"].path  # the newest index is the updated one
+    title_of = dict(zip(*(store.read_table(store.latest("passages", "corpus"), ["pid", "title"]).column(c).to_pylist() for c in ("pid", "title")), strict=True))
+    queries = [changed["removed"]["text"], changed["updated"]["text"], *(a["text"] for a in changed["added"])]
+    for query_text, hits in zip(queries, searcher.search(queries, k=200), strict=True):
+        found = [title_of.get(h.pid) for h in hits]
+        assert None not in found and len(found) == 119, "a hit that is not in the current corpus"  # removed: never returned
+        if query_text != changed["removed"]["text"]:
+            assert found[0] == next(r["title"] for r in [changed["updated"], *changed["added"]] if r["text"] == query_text)
+    updated_pid = next(pid for pid, title in title_of.items() if title == changed["updated"]["title"])
+    new_text = passage_text(changed["updated"]["title"], changed["updated"]["text"])
+    fresh = searcher.flipr.encode_passages([new_text], 1)[0]
+    assert searcher.index.doclens[searcher.index.position_of_pid[updated_pid]] == len(fresh)  # its tokens are the new text's
+
+    again = index_flow(str(config))  # nothing changed since: the update is reused, nothing is encoded
+    assert again["flipr_index"].path == refs["flipr_index"].path
