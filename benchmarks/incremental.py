@@ -1,0 +1,207 @@
+"""Index updates against full builds, on hover-mini and on the demo world (issue 52).
+
+For each dataset, through the real flows (corpus → index, the claims flow for the dev claims):
+
+1. a base corpus without 10% of the BEIR records (seeded), indexed from scratch;
+2. those records added back in ten deltas of 1% of the corpus each, every delta ingested and the
+   index updated in place (``baleen index`` as a user runs it);
+3. a full rebuild of the final corpus with the same encoder (``--force``: new codec, every passage
+   encoded), timed as the reference cost, and another full build with another codec seed: how
+   far two rebuilds' searches differ is the floor the update's overlap is read against;
+4. the dev claims searched (claim only, FLIPR, k=100) on the updated index and on the rebuild:
+   top-25 overlap, Retrieval@100 with bootstrap intervals;
+5. 1% of the passages deleted (none of them a dev claim's gold passage) and the index updated:
+   its cost, and how often a deleted passage comes back in the dev searches (must be 0).
+
+Cost ratios are index-flow wall times (the flow as the CLI runs it: plan, encode, merge, gate,
+catalog) over the full rebuild's, in the same run on the same machine.
+
+    python benchmarks/incremental.py [--datasets hover-mini demo] [--work DIR] [--out FILE]
+
+writes ``benchmarks/results/incremental.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hover_mini import add_hover_mini_option  # noqa: E402  (sibling module)
+
+ROOT = Path(__file__).resolve().parents[1]
+WITHHELD_SHARE, N_DELTAS, DELETE_SHARE = 0.10, 10, 0.01
+
+
+def _records(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def _write_records(path: Path, records: list[dict]) -> None:
+    with gzip.open(path, "wt") as out:
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+
+
+def _timed(fn, *args, **kwargs):
+    started = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, round(time.perf_counter() - started, 2)
+
+
+def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
+    from baleen_core.config import BaleenConfig, SearchConfig
+    from baleen_core.metrics import bootstrap_ci
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import claims_flow, corpus_flow
+    from baleen_storage import ArtifactStore
+    from baleen_storage.indexes import open_searcher
+
+    dataset, config = work / "dataset", work / "config.yaml"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(source, dataset)
+    config.write_text(f"store_root: {work / 'store'}\nretriever: {{device: cpu}}\n")
+    beir = next(dataset.glob("*.jsonl.gz"))
+    records = _records(beir)
+    n_corpus = corpus_flow(str(dataset), str(config))["passages"].rows  # the whole corpus, to size the deltas
+    rng = np.random.default_rng(seed)
+    per_delta = max(1, round(0.01 * n_corpus))
+    order = rng.permutation(len(records))
+    withheld = [records[i] for i in order[: per_delta * N_DELTAS]]
+    kept = [records[i] for i in sorted(order[per_delta * N_DELTAS :])]
+
+    _write_records(beir, kept)
+    corpus_flow(str(dataset), str(config))
+    base, base_seconds = _timed(index_flow, str(config))
+    print(f"{name}: base index of {base['flipr_index'].rows:,} passages in {base_seconds} s", flush=True)
+
+    deltas = []
+    for d in range(N_DELTAS):
+        kept += withheld[d * per_delta : (d + 1) * per_delta]
+        _write_records(beir, kept)
+        _, corpus_seconds = _timed(corpus_flow, str(dataset), str(config))
+        refs, seconds = _timed(index_flow, str(config))
+        stats = refs["flipr_index"].manifest.stats
+        deltas.append({"seconds": seconds, "corpus_seconds": corpus_seconds, "changes": stats.get("changes"), "rebuilt": "base_index" not in stats,
+                       "delta_error": stats.get("delta_error"), "codec_error": stats.get("codec_error"), "rebuild_due": stats.get("rebuild_due")})
+        print(f"{name}: delta {d + 1}: {seconds} s index, {corpus_seconds} s corpus, {stats.get('changes')}", flush=True)
+    updated = refs
+
+    rebuilt, rebuild_seconds = _timed(index_flow, str(config), force=True)
+    print(f"{name}: full rebuild of {rebuilt['flipr_index'].rows:,} passages in {rebuild_seconds} s", flush=True)
+    # the noise floor: another full build that differs only in the codec's seed
+    other_seed = work / "config-seed1.yaml"
+    other_seed.write_text(config.read_text() + "index: {seed: 1}\n")
+    reseeded = index_flow(str(other_seed))
+
+    store = ArtifactStore(BaleenConfig.load(config).store_root)
+    claims = claims_flow(str(dataset), str(config))
+    dev = [c for c in store.read_table(claims["claims"]).to_pylist() if c["split"] == "dev" and c["resolved"]]
+    gold: dict[str, set[int]] = {}
+    for row in store.read_table(claims["gold_facts"], ["uid", "pid"]).to_pylist():
+        gold.setdefault(row["uid"], set()).add(row["pid"])
+    search = SearchConfig()
+
+    def ranked(index_ref) -> list[list[int]]:
+        searcher, _ = open_searcher(store, search, device="cpu", ref=index_ref)
+        return [[h.pid for h in hits] for hits in searcher.search([c["claim"] for c in dev], k=100)]
+
+    by_index = {"incremental": ranked(updated["flipr_index"]), "rebuild": ranked(rebuilt["flipr_index"]), "rebuild_seed1": ranked(reseeded["flipr_index"])}
+
+    def overlap25(a: str, b: str) -> list[float]:
+        return [len(set(x[:25]) & set(y[:25])) / 25 for x, y in zip(by_index[a], by_index[b], strict=True)]
+
+    overlap, floor = overlap25("incremental", "rebuild"), overlap25("rebuild_seed1", "rebuild")
+    retrieval = {}
+    for system, rankings in list(by_index.items())[:2]:
+        found = [float(gold[c["uid"]] <= set(r[:100])) for c, r in zip(dev, rankings, strict=True)]
+        low, high = bootstrap_ci(found, seed=seed)
+        retrieval[system] = {"value": round(float(np.mean(found)), 4), "interval": [round(low, 4), round(high, 4)]}
+
+    # deleting 1%: none of them a dev claim's gold passage, so the searches stay comparable
+    passages = store.latest("passages", "corpus")
+    title_of = dict(zip(*(store.read_table(passages, ["pid", "title"]).column(c).to_pylist() for c in ("pid", "title")), strict=True))
+    dev_gold = set().union(*(gold[c["uid"]] for c in dev))
+    deletable = [r for r in kept if not any(pid in dev_gold for pid, t in title_of.items() if t == r["title"])]
+    doomed = {deletable[i]["_id"] for i in rng.choice(len(deletable), per_delta, replace=False)}
+    _write_records(beir, [r for r in kept if r["_id"] not in doomed])
+    corpus_flow(str(dataset), str(config))
+    after_delete, delete_seconds = _timed(index_flow, str(config))
+    deleted_pids = set(title_of) - set(store.passage_ids(store.latest("passages", "corpus")).tolist())
+    returned = sum(len(deleted_pids & set(r)) for r in ranked(after_delete["flipr_index"]))
+
+    add = [d["seconds"] for d in deltas if not d["rebuilt"]]
+    return {
+        "passages": n_corpus,
+        "dev_claims": len(dev),
+        "per_delta_passages": per_delta,
+        "base_build_seconds": base_seconds,
+        "full_rebuild_seconds": rebuild_seconds,
+        "add_1pct_seconds": {"median": statistics.median(add) if add else None, "each": [d["seconds"] for d in deltas]},
+        "add_1pct_cost_ratio": round(statistics.median(add) / rebuild_seconds, 4) if add else None,
+        "delete_1pct_seconds": delete_seconds,
+        "delete_1pct_cost_ratio": round(delete_seconds / rebuild_seconds, 4),
+        "deleted_passages": len(deleted_pids),
+        "deleted_passages_returned": returned,
+        "top25_overlap_after_10pct": round(float(np.mean(overlap)), 4),
+        "top25_overlap_interval": [round(v, 4) for v in bootstrap_ci(overlap, seed=seed)],
+        "top25_overlap_rebuild_vs_rebuild_other_codec_seed": round(float(np.mean(floor)), 4),
+        "top25_overlap_rebuild_vs_rebuild_interval": [round(v, 4) for v in bootstrap_ci(floor, seed=seed)],
+        "retrieval_at_100": retrieval,
+        "retrieval_at_100_note": "claim-only FLIPR search (hop 1) of the untrained encoder; the full system's Retrieval@100 needs trained models (not run here)",
+        "deltas": deltas,
+        "after_delete": {"changes": after_delete["flipr_index"].manifest.stats.get("changes"), "dead_positions": after_delete["flipr_index"].manifest.stats.get("dead_positions")},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_hover_mini_option(parser)
+    parser.add_argument("--datasets", nargs="+", default=["demo", "hover-mini"], choices=["demo", "hover-mini"])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/baleen-incremental"))
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "incremental.json")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
+    from baleen_core.runtime import apply_runtime_defaults
+
+    apply_runtime_defaults()
+    from baleen_core.config import DemoConfig
+    from baleen_core.demo_world import write_demo_world
+    from baleen_core.results import git_commit, machine_description
+
+    results = {}
+    for name in args.datasets:
+        if name == "hover-mini":
+            if not (args.hover_mini / "claims_dev.json").exists():
+                print(f"hover-mini not found at {args.hover_mini}: skipped", flush=True)
+                continue
+            source = args.hover_mini
+        else:
+            source = write_demo_world(args.work / "demo-source", DemoConfig())
+        results[name] = run_dataset(name, source, args.work / name)
+        print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
+    document = {
+        "commit": git_commit(ROOT),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "datasets": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"results file: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
