@@ -132,8 +132,8 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
     # deleting 1%: none of them a dev claim's gold passage, so the searches stay comparable
     passages = store.latest("passages", "corpus")
     title_of = dict(zip(*(store.read_table(passages, ["pid", "title"]).column(c).to_pylist() for c in ("pid", "title")), strict=True))
-    dev_gold = set().union(*(gold[c["uid"]] for c in dev))
-    deletable = [r for r in kept if not any(pid in dev_gold for pid, t in title_of.items() if t == r["title"])]
+    dev_gold_titles = {title_of[pid] for c in dev for pid in gold[c["uid"]]}
+    deletable = [r for r in kept if r["title"].strip() not in dev_gold_titles]
     doomed = {deletable[i]["_id"] for i in rng.choice(len(deletable), per_delta, replace=False)}
     _write_records(beir, [r for r in kept if r["_id"] not in doomed])
     corpus_flow(str(dataset), str(config))

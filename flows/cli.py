@@ -189,6 +189,38 @@ def corpus(dataset: DatasetArg, store: StoreOption = None, config: ConfigOption 
     _report(_run_flow(corpus_flow, _dataset_arg(dataset), config_path, None, force))
 
 
+@app.command("corpus-delta")
+def corpus_delta(
+    upsert: Annotated[Optional[Path], typer.Option(help="BEIR JSON lines of passages to add, or to replace by title.")] = None,
+    delete: Annotated[Optional[Path], typer.Option(help="A text file of titles to delete, one a line.")] = None,
+    store: StoreOption = None,
+    config: ConfigOption = None,
+    passages_run: Annotated[Optional[str], typer.Option(help="Run id of the passages to change (default: newest).")] = None,
+) -> None:
+    """Corpus-delta flow: the newest passages plus upserts minus deletions, validated."""
+    _use_store(store)
+    from baleen_flows.ingest import corpus_delta_flow
+
+    for given in (upsert, delete):
+        if given is not None and not given.is_file():
+            typer.echo(f"error: {given} is not a file", err=True)
+            raise typer.Exit(2)
+    if upsert is None and delete is None:
+        typer.echo("error: give --upsert FILE, --delete FILE, or both", err=True)
+        raise typer.Exit(2)
+    paths = [str(p.resolve()) if p else None for p in (upsert, delete)]
+    _report(_run_flow(corpus_delta_flow, *paths, _config_arg(config), passages_run))
+
+
+@app.command()
+def refresh(dataset: DatasetArg, store: StoreOption = None, config: ConfigOption = None) -> None:
+    """Refresh flow: ingest what changed, update every index in place, re-evaluate."""
+    _use_store(store)
+    from baleen_flows.refresh import refresh_flow
+
+    _report(_run_flow(refresh_flow, _dataset_arg(dataset), _config_arg(config)))
+
+
 @app.command()
 def claims(
     dataset: DatasetArg,
@@ -344,18 +376,13 @@ def verify(
     """Verify one claim with the newest trained models and print the hop-by-hop trace."""
     _use_store(store)
     from baleen_core.condensing import READER_LABELS
-    from baleen_core.engine import ClaimInput, verify_claims
-    from baleen_tasks.condensing import passages_by_pid
-    from baleen_tasks.evaluation import engine_models, system_retriever, trained_config
+    from baleen_flows.api import verify_claim
+    from baleen_tasks.evaluation import trained_config
 
-    cfg, db, models, passages, sentences = _evaluation_setup(config, system)
-    cfg = trained_config(cfg, models)  # the context threshold the reader was trained with
-    typer.echo(f"context threshold (the reader's, chosen in training): {cfg.condenser.stage2_threshold:g}")
-    retriever = system_retriever(db, system, cfg, models, passages, sentences)
-    stage1, stage2, reader = engine_models(models, cfg)
-    texts = lambda pids: passages_by_pid(db, passages, sentences, pids)  # noqa: E731
-    verdict = verify_claims([ClaimInput("cli", claim, hops)], retriever, texts, stage1, stage2, reader, cfg.condenser, cfg.reader, depth=cfg.evaluation.depth, k=cfg.evaluation.k, single_hop=system == "single-hop")[0]
-    titles = {pid: p.title for pid, p in texts({pid for h in verdict.hops for pid, _ in h.retrieved}).items()}
+    cfg, db, models, _, _ = _evaluation_setup(config, system)
+    threshold = trained_config(cfg, models).condenser.stage2_threshold  # the context threshold the reader was trained with
+    typer.echo(f"context threshold (the reader's, chosen in training): {threshold:g}")
+    verdict, titles = verify_claim(db, cfg, claim, hops, system)
     for h in verdict.hops:
         typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages read")
         for rank, (pid, score) in enumerate(h.retrieved[:shown], 1):

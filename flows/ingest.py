@@ -10,7 +10,7 @@ from baleen_flows.run_names import on_dataset
 from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_tasks.catalog import refresh_catalog
 from baleen_tasks.claims import ingest_claims
-from baleen_tasks.corpus import ingest_corpus
+from baleen_tasks.corpus import apply_corpus_delta_task, ingest_corpus
 from baleen_tasks.validation import validate_artifact
 
 
@@ -29,6 +29,31 @@ def corpus_flow(dataset_dir: str, config_path: str | None = None, run_id: str | 
     for artifact in ("passages", "sentences", "rejects"):
         validate_artifact(store_root, artifact, refs, config.gates)
     refresh_catalog(store_root)
+    return refs
+
+
+@flow(name="corpus-delta", flow_run_name="corpus-delta", log_prints=True)
+@config_checked
+def corpus_delta_flow(
+    upserts: str | None = None,
+    deletes: str | None = None,
+    config_path: str | None = None,
+    passages_run: str | None = None,
+    run_id: str | None = None,
+    force: bool = False,
+) -> dict[str, ArtifactRef]:
+    """The next corpus version from an explicit delta on ``passages_run`` (default: the newest):
+    ``upserts`` (BEIR JSON lines, by title: replace or add) and ``deletes`` (titles, one a line),
+    each gated as an ingest's. ``baleen index`` then updates the index in place."""
+    if not upserts and not deletes:
+        raise ValueError("a corpus delta needs passages to upsert, titles to delete, or both")
+    config = BaleenConfig.load(config_path)
+    store = ArtifactStore(config.store_root)
+    base = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
+    refs = apply_corpus_delta_task(str(store.root), base, upserts, deletes, config.corpus, run_id or new_run_id(), force)
+    for artifact in ("passages", "sentences", "rejects"):
+        validate_artifact(str(store.root), artifact, refs, config.gates)
+    refresh_catalog(str(store.root))
     return refs
 
 

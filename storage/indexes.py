@@ -103,3 +103,20 @@ def index_passages_ref(store: ArtifactStore, ref: ArtifactRef) -> tuple[Artifact
     """The passages and sentences artifacts an index was built from."""
     passages = lineage.index_passages(store, ref)
     return passages, store.get("sentences", passages.manifest.run_id, "corpus")
+
+
+def refreshable_indexes(store: ArtifactStore) -> list[tuple[str | None, str | None]]:
+    """The indexes a refresh keeps up to date, as (tag, checkpoint) for the index flow: the
+    untrained index, the newest trained FLIPR's and the newest full-interaction one, each when
+    the store has one (of any corpus version); the untrained one also when it has no index at
+    all, so that search works after a first refresh."""
+    found: list[tuple[str | None, str | None]] = []
+    if store.refs("flipr_index", PRODUCER) or not store.refs("flipr_index"):
+        found.append((None, None))
+    for newest in (newest_trained_index, newest_full_interaction_index):
+        try:
+            ref = newest(store)
+        except StoreError:
+            continue
+        found.append((ref.manifest.producer.removeprefix(f"{PRODUCER}-"), ref.manifest.params["retriever"]["checkpoint"]))
+    return found

@@ -124,3 +124,21 @@ def assert_no_partial_artifacts(store_root: Path) -> None:
     for directory in (store_root / "artifacts").glob("*/run=*/producer=*"):
         manifest = json.loads((directory / "_manifest.json").read_text())
         assert all((directory / name).exists() for name in manifest["files"]), directory
+
+
+def change_beir_records(path: Path, remove: int, rewrite: int, add: int) -> dict[str, list[dict]]:
+    """Edit a BEIR corpus file in place: drop its first ``remove`` records, give the next
+    ``rewrite`` a new text, append ``add`` new ones. Returns the records by role, as written."""
+    import gzip
+
+    records = [json.loads(line) for line in gzip.open(path, "rt")]
+    removed = records[:remove]
+    updated = [dict(r, text=f"A rewritten passage, number {i}, about a lighthouse keeper and her {i + 3} cats.") for i, r in enumerate(records[remove : remove + rewrite])]
+    added = [
+        {"_id": f"new-{i}", "title": f"Velmora Quay {i}", "text": f"Velmora Quay {i} is a stone harbour wall built in {1802 + i} for herring boats.", "metadata": {}}
+        for i in range(add)
+    ]
+    with gzip.open(path, "wt") as out:
+        for record in [*updated, *records[remove + rewrite :], *added]:
+            out.write(json.dumps(record) + "\n")
+    return {"removed": removed, "updated": updated, "added": added}

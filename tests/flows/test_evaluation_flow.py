@@ -168,6 +168,14 @@ def test_evaluation_rerun_reuses_and_cli_verifies_and_explains(evaluated_world, 
     assert result.exit_code == 0, result.output
     assert "hop 1" in result.output and "hop 2" in result.output and "verdict" in result.output
 
+    # the same claim from Python: the same verdict, as plain data
+    from baleen_flows.api import Baleen
+
+    verdict = Baleen(config).verify(claim["claim"], hops=2)
+    assert f"verdict: {verdict['label']} (P(SUPPORTED) = {verdict['prob_supported']:.3f}) from {len(verdict['facts'])} fact(s)" in result.output
+    assert [h["hop"] for h in verdict["hops"]] == [1, 2] and 2 <= len(verdict["facts"]) <= 5
+    assert all(f["title"] and f["fact"] for f in verdict["facts"]) and verdict["hops"][0]["retrieved"][0]["title"]
+
     out = tmp_path / "trace.html"
     result = CliRunner().invoke(app, ["explain", claim["uid"], "--config", config, "--output", str(out)])
     assert result.exit_code == 0, result.output

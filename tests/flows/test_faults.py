@@ -56,6 +56,46 @@ def test_sigkilled_index_run_resumes_without_redoing_shards(ingested_world):
     assert query(store, "SELECT bool_and(success) AS ok FROM validations WHERE artifact = 'index_passages'").to_pylist() == [{"ok": True}]
 
 
+def test_sigkilled_index_update_resumes_and_leaves_nothing_retired_searchable(ingested_world, tiny_world):
+    """A changed corpus (3 removed, 2 rewritten, 25 new passages: 3 delta shards of ≤ 10), its
+    `baleen index` SIGKILLed once the first delta shard is published; the rerun reuses it, and
+    the index holds every current passage once and nothing removed or replaced."""
+    from baleen_core.config import SearchConfig
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import corpus_flow
+    from baleen_storage.indexes import open_searcher
+    from helpers import change_beir_records
+
+    store, tmp_path = ingested_world
+    config = tmp_path / "index.yaml"
+    config.write_text("index: {shard_passages: 10, batch_size: 2}\nretriever: {device: cpu}\n")
+    base = index_flow(str(config))["flipr_index"]
+    changed = change_beir_records(tiny_world / "beir_corpus.jsonl.gz", remove=3, rewrite=2, add=25)
+    corpus_flow(str(tiny_world))
+    log = tmp_path / "killed-update.log"
+    kill_when(start_cli(["index", "--config", str(config)], store.root, log), lambda: "delta-shard-00000" in published(store.root, "flipr_shard"), log)
+
+    before = {p: r for p, r in published(store.root, "flipr_shard").items() if p.startswith("delta-")}
+    assert published(store.root, "flipr_index") == {"index": base.manifest.run_id}, "the update finished before the kill: nothing was tested"
+    assert 1 <= len(before) < 3
+    assert_no_partial_artifacts(store.root)
+
+    refs = index_flow(str(config))
+    stats = refs["flipr_index"].manifest.stats
+    assert stats["base_index"] == base.manifest.run_id and stats["changes"] == {"added": 25, "updated": 2, "removed": 3}
+    delta = {s["producer"]: s["run_id"] for s in stats["shards"] if s["producer"].startswith("delta-")}
+    assert len(delta) == 3 and {p: delta[p] for p in before} == before, "delta shards finished before the kill were encoded again"
+    assert stats["n_positions"] == 118 + 27 and stats["dead_positions"] == 5 and stats["n_passages"] == 118 - 3 + 25
+    assert_no_partial_artifacts(store.root)
+
+    current = set(store.passage_ids(store.latest("passages", "corpus")).tolist())
+    searcher, _ = open_searcher(store, SearchConfig(), device="cpu")
+    queries = [r["text"] for r in changed["removed"]] + [r["text"] for r in changed["updated"]]
+    for hits in searcher.exhaustive(queries, k=1000):
+        pids = [h.pid for h in hits]
+        assert len(pids) == len(set(pids)) == len(current) and set(pids) == current  # each current passage once, nothing else
+
+
 def test_sigkilled_training_run_resumes_at_the_last_finished_epoch(pipeline_world):
     """The session's pipeline (conftest.py) ran after a `baleen train` SIGKILLed as soon as
     FLIPR's first epoch was checkpointed."""

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_index
+from helpers import change_beir_records
 
 
 @dataclass
@@ -110,35 +111,17 @@ def test_search_cli_without_an_index_says_what_to_run(prefect_server, tmp_path):
     assert result.exit_code == 2 and "flipr_index" in result.output
 
 
-def _change_beir_corpus(path: Path) -> dict[str, dict]:
-    """Remove the first BEIR record, rewrite the second, add two: the records as written, by role."""
-    import gzip
-    import json
-
-    records = [json.loads(line) for line in gzip.open(path, "rt")]
-    removed, updated = records[0], dict(records[1], text="A rewritten passage about a lighthouse keeper and her eleven cats.")
-    added = [
-        {"_id": "new-0", "title": "Velmora Quay", "text": "Velmora Quay is a stone harbour wall built in 1802 for herring boats.", "metadata": {}},
-        {"_id": "new-1", "title": "Osric Tallow", "text": "Osric Tallow was a glassblower who lit the first gas lamps of Wolffold.", "metadata": {}},
-    ]
-    with gzip.open(path, "wt") as out:
-        for record in [updated, *records[2:], *added]:
-            out.write(json.dumps(record) + "\n")
-    return {"removed": removed, "updated": updated, "added": added}
-
-
 def test_a_changed_corpus_updates_the_index_in_place(indexed_world, tmp_path):
-    """Removed, rewritten and new passages: only the rewritten and new ones are encoded (one delta
-    shard), the removed and the old text are never found again, the new texts are, and a rerun
-    reuses the update."""
+    """The refresh flow on a corpus with removed, rewritten and new passages: only the rewritten
+    and new ones are encoded (one delta shard), the removed and the old text are never found
+    again, the new texts are; a second refresh publishes nothing."""
     import os
 
     import yaml
 
     from baleen_core.config import SearchConfig
     from baleen_core.retrieval import passage_text
-    from baleen_flows.index import index_flow
-    from baleen_flows.ingest import corpus_flow
+    from baleen_flows.refresh import refresh_flow
     from baleen_storage.indexes import open_searcher
 
     store_dir = tmp_path / "store"
@@ -147,11 +130,11 @@ def test_a_changed_corpus_updates_the_index_in_place(indexed_world, tmp_path):
     config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
     world = tmp_path / "world"
     shutil.copytree(indexed_world.world, world)
-    changed = _change_beir_corpus(world / "beir_corpus.jsonl.gz")
+    changed = change_beir_records(world / "beir_corpus.jsonl.gz", remove=1, rewrite=1, add=2)
 
-    corpus_flow(str(world), str(config))
     store, base = ArtifactStore(store_dir), indexed_world.refs["flipr_index"]
-    refs = index_flow(str(config))
+    refreshed = refresh_flow(str(world), str(config))  # ingest what changed, then update the index
+    refs = {name: refreshed[f"index/untrained/{name}"] for name in ("flipr_index", "index_passages")}
     stats = refs["flipr_index"].manifest.stats
     assert stats["base_index"] == base.manifest.run_id and stats["changes"] == {"added": 2, "updated": 1, "removed": 1}
     assert stats["passages_run"] == store.latest("passages", "corpus").manifest.run_id != base.manifest.stats["passages_run"]
@@ -166,16 +149,77 @@ def test_a_changed_corpus_updates_the_index_in_place(indexed_world, tmp_path):
     searcher, ref = open_searcher(store, SearchConfig(nprobe=64, ncandidates=1000), device="cpu")
     assert ref.path == refs["flipr_index"].path  # the newest index is the updated one
     title_of = dict(zip(*(store.read_table(store.latest("passages", "corpus"), ["pid", "title"]).column(c).to_pylist() for c in ("pid", "title")), strict=True))
-    queries = [changed["removed"]["text"], changed["updated"]["text"], *(a["text"] for a in changed["added"])]
+    (removed,), (updated,) = changed["removed"], changed["updated"]
+    queries = [removed["text"], updated["text"], *(a["text"] for a in changed["added"])]
     for query_text, hits in zip(queries, searcher.search(queries, k=200), strict=True):
         found = [title_of.get(h.pid) for h in hits]
         assert None not in found and len(found) == 119, "a hit that is not in the current corpus"  # removed: never returned
-        if query_text != changed["removed"]["text"]:
-            assert found[0] == next(r["title"] for r in [changed["updated"], *changed["added"]] if r["text"] == query_text)
-    updated_pid = next(pid for pid, title in title_of.items() if title == changed["updated"]["title"])
-    new_text = passage_text(changed["updated"]["title"], changed["updated"]["text"])
+        if query_text != removed["text"]:
+            assert found[0] == next(r["title"] for r in [updated, *changed["added"]] if r["text"] == query_text)
+    updated_pid = next(pid for pid, title in title_of.items() if title == updated["title"])
+    new_text = passage_text(updated["title"], updated["text"])
     fresh = searcher.flipr.encode_passages([new_text], 1)[0]
     assert searcher.index.doclens[searcher.index.position_of_pid[updated_pid]] == len(fresh)  # its tokens are the new text's
 
-    again = index_flow(str(config))  # nothing changed since: the update is reused, nothing is encoded
-    assert again["flipr_index"].path == refs["flipr_index"].path
+    manifests = sorted(store_dir.glob("artifacts/*/run=*/producer=*/_manifest.json"))
+    again = refresh_flow(str(world), str(config))  # nothing changed since: everything is reused, nothing new is published
+    assert again["index/untrained/flipr_index"].path == refs["flipr_index"].path
+    assert sorted(store_dir.glob("artifacts/*/run=*/producer=*/_manifest.json")) == manifests
+
+
+def test_the_readmes_python_example_runs(indexed_world, tmp_path):
+    """The README's Python block, on a copy of this module's store and world (its paths swapped
+    for theirs): the refresh finds everything current, the added passage is found first, the
+    index's history shows the addition and the deletion."""
+    import ast
+    import json
+    import os
+    import re
+
+    import yaml
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)
+    config = tmp_path / "my-config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    for placeholder, path in (("/data/my-corpus", indexed_world.world), ("my-config.yaml", config)):
+        assert f'"{placeholder}"' in block
+        block = block.replace(f'"{placeholder}"', repr(str(path)))
+    lines: list[str] = []  # what the block prints (the flows' logs go to the console too)
+    exec(compile(block, "README.md", "exec"), {"print": lambda *values: lines.append(" ".join(map(str, values)))})
+    assert len(lines) == 4 and lines[0].startswith("Velmora Quay "), lines
+    history = [json.loads(row["changes"]) if row["changes"] else None for row in ast.literal_eval(lines[3])]
+    assert history == [None, {"added": 1, "updated": 0, "removed": 0}, {"added": 0, "updated": 0, "removed": 1}]
+
+
+def test_passages_added_and_deleted_from_python_are_searchable_then_gone(indexed_world, tmp_path):
+    """Baleen.add and Baleen.delete: an explicit corpus delta (gated), then the index updated in
+    place; search finds the added passage first and never the deleted one; SQL sees both steps."""
+    import os
+
+    import yaml
+
+    from baleen_flows.api import Baleen
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
+    baleen = Baleen(config)
+    passage = {"title": "Velmora Quay", "text": "Velmora Quay is a stone harbour wall built in 1802 for herring boats."}
+
+    added = baleen.add([passage])
+    assert added["corpus/passages"].manifest.stats["delta"] == {"kept": 118, "added": 1, "updated": 0, "unchanged": 0, "deleted": 0, "rejected": 0}
+    assert added["index/flipr_index"].manifest.stats["changes"] == {"added": 1, "updated": 0, "removed": 0}
+    hits = baleen.search(passage["text"], k=3)
+    assert hits[0]["title"] == "Velmora Quay" and hits[0]["text"] == passage["text"] and hits[0]["score"] > hits[1]["score"]
+    assert baleen.add([passage])["index/flipr_index"].path == added["index/flipr_index"].path  # the same passage again: nothing new
+
+    deleted = baleen.delete(["Velmora Quay", "No Such Title"])
+    assert deleted["corpus/passages"].manifest.stats["delta"] == {"kept": 118, "added": 0, "updated": 0, "unchanged": 0, "deleted": 1, "rejected": 1}
+    assert deleted["index/flipr_index"].manifest.stats["dead_positions"] == 1
+    assert "Velmora Quay" not in {h["title"] for h in baleen.search(passage["text"], k=200)}
+    rejected = baleen.sql(f"SELECT reason, key FROM rejects WHERE run = '{deleted['corpus/passages'].manifest.run_id}'").to_pylist()
+    assert rejected == [{"reason": "unknown_title", "key": "No Such Title"}]

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 POOL = "baleen-process"
-FLOWS = {"corpus", "claims", "ingest", "index", "labels", "training", "condensers", "evaluation", "pipeline", "demo"}
+FLOWS = {"corpus", "claims", "ingest", "index", "refresh", "labels", "training", "condensers", "evaluation", "pipeline", "demo"}
 
 
 def _every(read) -> list:
@@ -242,3 +242,44 @@ def test_a_deployment_run_with_a_bad_config_fails_under_its_own_name_with_the_on
     assert run.state.is_failed() and not run.state.is_crashed(), run.state
     assert run.state.message == f"{config}: evaluation.splitt: unknown key (did you mean 'split'?)"
     assert run.name == "evaluation · newest claims · nightly"
+
+
+def test_the_refresh_deployment_updates_the_index_once_and_then_does_nothing(service):
+    """The refresh deployment on a worker: a first run ingests and indexes the tiny world; after
+    its corpus changed, a run updates the index in place; a run with nothing changed publishes
+    nothing."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from baleen_core.demo_world import write_demo_world
+    from baleen_storage import ArtifactStore
+    from helpers import change_beir_records
+
+    api, tmp_path = service
+    world = write_demo_world(tmp_path / "world", TINY)
+    config = tmp_path / "refresh.yaml"
+    config.write_text("index: {batch_size: 16}\nretriever: {device: cpu}\n")
+    store = ArtifactStore(tmp_path / "store")
+    manifests = lambda: sorted((tmp_path / "store").glob("artifacts/*/run=*/producer=*/_manifest.json"))  # noqa: E731
+
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name("refresh/refresh")
+        assert [(s.schedule.cron, s.active) for s in deployment.schedules] == [("30 1 * * *", False)]
+
+        def refresh() -> None:
+            run = client.create_flow_run_from_deployment(deployment.id, parameters={"dataset_dir": str(world), "config_path": str(config)})
+            run = _wait_until(client, run.id, lambda r: r.state.is_final(), 600, tmp_path / "worker.log")
+            assert run.state.is_completed(), f"{run.state}:\n{(tmp_path / 'worker.log').read_text()[-4000:]}"
+
+        refresh()
+        built = store.latest("flipr_index", "index")
+        assert "base_index" not in built.manifest.stats and built.rows == 118
+        change_beir_records(world / "beir_corpus.jsonl.gz", remove=1, rewrite=1, add=2)
+        refresh()
+        updated = store.latest("flipr_index", "index")
+        assert updated.manifest.stats["base_index"] == built.manifest.run_id
+        assert updated.manifest.stats["changes"] == {"added": 2, "updated": 1, "removed": 1} and updated.rows == 119
+        before = manifests()
+        refresh()
+        assert manifests() == before, "a refresh with nothing changed published something"
+        assert store.latest("flipr_index", "index").path == updated.path
