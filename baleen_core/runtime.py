@@ -30,10 +30,14 @@ SAFE_DEFAULTS: dict[str, str] = {
     # ("database is locked", PrefectHQ/prefect#15170); the pipeline defines no automations.
     "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
     "PREFECT_LOGGING_LEVEL": "INFO",
-    # A heartbeat every 30 s (Prefect's default is 180): the deployments' automation marks a run
-    # of ours Crashed after 4 missed ones (baleen_tasks.policies.ensure_zombie_detection).
-    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
 }
+
+#: Set only for runs that report to a server the user named (PREFECT_API_URL): a heartbeat every
+#: 30 s (Prefect's default is 180), for the deployments' automation that marks a run of ours
+#: Crashed after 4 missed ones (baleen_tasks.policies.ensure_zombie_detection). A temporary
+#: server dies with its command and has no automation; and every flow run that beats waits up to
+#: a second for its heartbeat thread when it ends, seconds on a command of small steps.
+SERVER_DEFAULTS: dict[str, str] = {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"}
 
 
 def baleen_home() -> Path:
@@ -45,6 +49,9 @@ def apply_runtime_defaults() -> None:
     """Fill in the safe defaults; idempotent, and never overrides what the user exported."""
     for key, value in SAFE_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if "PREFECT_API_URL" in os.environ:
+        for key, value in SERVER_DEFAULTS.items():
+            os.environ.setdefault(key, value)
     _progress_bars_off_if_already_imported()
     if "PREFECT_HOME" not in os.environ and "PREFECT_API_URL" not in os.environ:
         home = baleen_home() / "prefect"
