@@ -181,7 +181,10 @@ def main() -> None:
     from baleen_core.demo_world import write_demo_world
     from baleen_core.results import git_commit, machine_description
 
-    results = {}
+    # a run for some datasets keeps the others' results (each entry names its own commit)
+    earlier = json.loads(args.out.read_text()) if args.out.exists() else {"datasets": {}}
+    results = {name: {"commit": earlier.get("commit"), "date": earlier.get("date"), **entry} for name, entry in earlier["datasets"].items()}
+    commit = git_commit(ROOT)
     for name in args.datasets:
         if name == "hover-mini":
             if not (args.hover_mini / "claims_dev.json").exists():
@@ -190,10 +193,10 @@ def main() -> None:
             source = args.hover_mini
         else:
             source = write_demo_world(args.work / "demo-source", DemoConfig())
-        results[name] = run_dataset(name, source, args.work / name)
+        results[name] = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_dataset(name, source, args.work / name)}
         print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
     document = {
-        "commit": git_commit(ROOT),
+        "commit": commit,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "datasets": results,

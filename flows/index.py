@@ -51,7 +51,9 @@ def index_flow(
     if plan.action == "current":
         refs = current_index(root, plan)
     elif plan.action == "update":
-        delta_shards = encode(root, passages, sentences, plan.codec, plan.shards, retriever, config.index, run_id, force, tag)
+        # a delta of one shard (or none: deletions only) needs no subflow to spread it
+        spread = encode if len(plan.shards) > 1 else encode_inline
+        delta_shards = spread(root, passages, sentences, plan.codec, plan.shards, retriever, config.index, run_id, force, tag)
         refs = update_flipr_index(root, passages, plan, delta_shards, retriever, config.index, run_id, tag)
     else:
         shard_plans = plan_index_shards(root, passages, config.index)
@@ -61,6 +63,11 @@ def index_flow(
     validate_artifact(root, "index_passages", {"passages": passages, "index_passages": refs["index_passages"]})
     refresh_catalog(root)
     return refs
+
+
+def encode_inline(store_root: str, passages: ArtifactRef, sentences: ArtifactRef, codec: ArtifactRef, plan: list[ShardPlan], *args) -> list[ArtifactRef]:
+    """The shards of ``plan`` encoded one after the other in the calling flow."""
+    return [encode_index_shard(store_root, passages, sentences, codec, shard, *args) for shard in plan]
 
 
 @flow(name="encode-shards", flow_run_name=encode_shards_run_name, log_prints=True)
