@@ -67,20 +67,22 @@ def test_sigkilled_index_update_resumes_and_leaves_nothing_retired_searchable(in
     from helpers import change_beir_records
 
     store, tmp_path = ingested_world
-    config = tmp_path / "index.yaml"
-    config.write_text("index: {shard_passages: 10, batch_size: 2}\nretriever: {device: cpu}\n")
-    base = index_flow(str(config))["flipr_index"]
+    settings = "retriever: {device: cpu}\nindex: {rebuild_added_share: 0.5, "  # 27 of 118 passages new: an update, not a rebuild
+    quick, slow = tmp_path / "quick.yaml", tmp_path / "slow.yaml"  # the same codec settings: the slow one updates the quick one's index
+    quick.write_text(settings + "shard_passages: 40, batch_size: 16}\n")
+    slow.write_text(settings + "shard_passages: 10, batch_size: 2}\n")  # small shards and batches: the kill lands mid-way
+    base = index_flow(str(quick))["flipr_index"]
     changed = change_beir_records(tiny_world / "beir_corpus.jsonl.gz", remove=3, rewrite=2, add=25)
     corpus_flow(str(tiny_world))
     log = tmp_path / "killed-update.log"
-    kill_when(start_cli(["index", "--config", str(config)], store.root, log), lambda: "delta-shard-00000" in published(store.root, "flipr_shard"), log)
+    kill_when(start_cli(["index", "--config", str(slow)], store.root, log), lambda: "delta-shard-00000" in published(store.root, "flipr_shard"), log)
 
     before = {p: r for p, r in published(store.root, "flipr_shard").items() if p.startswith("delta-")}
     assert published(store.root, "flipr_index") == {"index": base.manifest.run_id}, "the update finished before the kill: nothing was tested"
     assert 1 <= len(before) < 3
     assert_no_partial_artifacts(store.root)
 
-    refs = index_flow(str(config))
+    refs = index_flow(str(slow))
     stats = refs["flipr_index"].manifest.stats
     assert stats["base_index"] == base.manifest.run_id and stats["changes"] == {"added": 25, "updated": 2, "removed": 3}
     delta = {s["producer"]: s["run_id"] for s in stats["shards"] if s["producer"].startswith("delta-")}

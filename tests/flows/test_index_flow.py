@@ -192,34 +192,14 @@ def test_the_readmes_python_example_runs(indexed_world, tmp_path):
     assert len(lines) == 4 and lines[0].startswith("Velmora Quay "), lines
     history = [json.loads(row["changes"]) if row["changes"] else None for row in ast.literal_eval(lines[3])]
     assert history == [None, {"added": 1, "updated": 0, "removed": 0}, {"added": 0, "updated": 0, "removed": 1}]
-
-
-def test_passages_added_and_deleted_from_python_are_searchable_then_gone(indexed_world, tmp_path):
-    """Baleen.add and Baleen.delete: an explicit corpus delta (gated), then the index updated in
-    place; search finds the added passage first and never the deleted one; SQL sees both steps."""
-    import os
-
-    import yaml
-
+    # each call was a gated corpus delta, then the index updated; the deleted passage is gone
     from baleen_flows.api import Baleen
 
-    store_dir = tmp_path / "store"
-    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
     baleen = Baleen(config)
-    passage = {"title": "Velmora Quay", "text": "Velmora Quay is a stone harbour wall built in 1802 for herring boats."}
-
-    added = baleen.add([passage])
-    assert added["corpus/passages"].manifest.stats["delta"] == {"kept": 118, "added": 1, "updated": 0, "unchanged": 0, "deleted": 0, "rejected": 0}
-    assert added["index/flipr_index"].manifest.stats["changes"] == {"added": 1, "updated": 0, "removed": 0}
-    hits = baleen.search(passage["text"], k=3)
-    assert hits[0]["title"] == "Velmora Quay" and hits[0]["text"] == passage["text"] and hits[0]["score"] > hits[1]["score"]
-    assert baleen.add([passage])["index/flipr_index"].path == added["index/flipr_index"].path  # the same passage again: nothing new
-
-    deleted = baleen.delete(["Velmora Quay", "No Such Title"])
-    assert deleted["corpus/passages"].manifest.stats["delta"] == {"kept": 118, "added": 0, "updated": 0, "unchanged": 0, "deleted": 1, "rejected": 1}
-    assert deleted["index/flipr_index"].manifest.stats["dead_positions"] == 1
-    assert "Velmora Quay" not in {h["title"] for h in baleen.search(passage["text"], k=200)}
-    rejected = baleen.sql(f"SELECT reason, key FROM rejects WHERE run = '{deleted['corpus/passages'].manifest.run_id}'").to_pylist()
-    assert rejected == [{"reason": "unknown_title", "key": "No Such Title"}]
+    deltas = baleen.sql("SELECT stats->>'delta' AS delta FROM artifacts WHERE name = 'passages' AND stats->>'delta' IS NOT NULL ORDER BY created_at").column("delta").to_pylist()
+    assert [json.loads(d) for d in deltas] == [
+        {"kept": 118, "added": 1, "updated": 0, "unchanged": 0, "deleted": 0, "rejected": 0},
+        {"kept": 118, "added": 0, "updated": 0, "unchanged": 0, "deleted": 1, "rejected": 0},
+    ]
+    assert "Velmora Quay" not in {hit["title"] for hit in baleen.search("Velmora Quay, a harbour wall", k=200)}
+    assert baleen.delete(["Velmora Quay"])["index/flipr_index"].path == baleen.store.latest("flipr_index", "index").path  # nothing left to delete: nothing new
