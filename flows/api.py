@@ -127,9 +127,10 @@ class Baleen:
         return run_query(self.store, query)
 
 
-def verify_claim(store: ArtifactStore, config: BaleenConfig, claim: str, hops: int, system: str = "baleen"):
-    """The engine on one claim with the store's newest trained models and the context threshold
-    the reader was trained with: (its verdict, title by pid of every passage it retrieved)."""
+def verify_claim(store: ArtifactStore, config: BaleenConfig, claim: str, hops: int, system: str = "baleen", models: dict[str, ArtifactRef] | None = None):
+    """The engine on one claim with the store's newest trained models (or ``models``, as
+    :func:`~baleen_flows.evaluation.trained_models` found them) and the context threshold the
+    reader was trained with: (its verdict, title by pid of every passage it retrieved)."""
     from baleen_core.engine import ClaimInput, verify_claims
     from baleen_flows.evaluation import trained_models
     from baleen_storage.indexes import index_passages_ref
@@ -138,7 +139,7 @@ def verify_claim(store: ArtifactStore, config: BaleenConfig, claim: str, hops: i
 
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
-    models = trained_models(store)
+    models = models or trained_models(store)
     passages, sentences = index_passages_ref(store, models["index"])
     config = trained_config(config, models)
     retriever = system_retriever(store, system, config, models, passages, sentences)

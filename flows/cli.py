@@ -382,7 +382,7 @@ def verify(
     cfg, db, models, _, _ = _evaluation_setup(config, system)
     threshold = trained_config(cfg, models).condenser.stage2_threshold  # the context threshold the reader was trained with
     typer.echo(f"context threshold (the reader's, chosen in training): {threshold:g}")
-    verdict, titles = verify_claim(db, cfg, claim, hops, system)
+    verdict, titles = verify_claim(db, cfg, claim, hops, system, models)
     for h in verdict.hops:
         typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages read")
         for rank, (pid, score) in enumerate(h.retrieved[:shown], 1):

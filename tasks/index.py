@@ -50,7 +50,8 @@ def encoder_fingerprint(config: RetrieverConfig) -> str:
     return fingerprint(weights=weights, config=config.model_dump(mode="json", exclude={"device"}))
 
 
-def _texts(table) -> list[str]:
+def texts_of(table) -> list[str]:
+    """``title | text`` of every row of a passage_texts table, in its order."""
     return [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
 
 
@@ -94,7 +95,7 @@ def train_index_codec(
         pids = store.passage_ids(passages)
         n_sample = min(len(pids), config.sample_passages or codec_sample_size(len(pids)))
         sample = np.sort(np.random.default_rng(config.seed).choice(pids, n_sample, replace=False))
-        texts = _texts(store.passage_texts(passages, sentences, pids=sample))
+        texts = texts_of(store.passage_texts(passages, sentences, pids=sample))
         flipr = Flipr.load(retriever)
         started = time.perf_counter()
         with Progress(len(texts), "codec: encode sample", unit="passage") as progress:
@@ -151,7 +152,7 @@ def encode_index_shard(
         with Progress(table.num_rows, f"encode shard {shard.number}", unit="passage") as progress:
             sample = codec_ref.path / CODEC_SAMPLE_FILE
             codec_sample = np.load(sample) if sample.exists() and not shard.is_delta else None  # a delta's texts are all new
-            encoded = encode_shard(flipr, codec, table.column("pid").to_numpy(), _texts(table), config, progress.update, codec_sample)
+            encoded = encode_shard(flipr, codec, table.column("pid").to_numpy(), texts_of(table), config, progress.update, codec_sample)
         seconds = time.perf_counter() - started
         meta = dict(run_id=run_id, producer=producer, fingerprint=fp, inputs={"codec": codec_ref.fingerprint}, params=params, flow_run=flow_run_info())
         with store.file_writer("flipr_shard", **meta) as writer:

@@ -17,13 +17,13 @@ import pyarrow.compute as pc
 from prefect import task
 
 from baleen_core.config import IndexConfig, RetrieverConfig
-from baleen_core.retrieval import ShardPlan, passage_text
+from baleen_core.retrieval import ShardPlan
 from baleen_core.retrieval.delta import RebuildLimits, passage_changes, rebuild_reason, retired_positions, text_digests, update_lists
 from baleen_core.retrieval.index import DEAD_POSITIONS_FILE, IVF_DOCS_FILE, IVF_OFFSETS_FILE, plan_delta_shards
 from baleen_schemas import FLIPR_INDEX, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint, lineage
 from baleen_storage.indexes import shard_refs
-from baleen_tasks.index import waiting_for, codec_params, encoder_fingerprint, index_meta, index_producer, publish_index, shards_error
+from baleen_tasks.index import codec_params, encoder_fingerprint, index_meta, index_producer, publish_index, shards_error, texts_of, waiting_for
 from baleen_tasks.reporting import run_logger
 
 
@@ -50,8 +50,7 @@ def current_index(store_root: str, plan: IndexPlan) -> dict[str, ArtifactRef]:
 
 def _digests(store: ArtifactStore, passages: ArtifactRef) -> dict[int, bytes]:
     table = store.passage_texts(passages, store.get("sentences", passages.manifest.run_id, lineage.PASSAGES_PRODUCER))
-    texts = [passage_text(t, x) for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)]
-    return text_digests(table.column("pid").to_pylist(), texts)
+    return text_digests(table.column("pid").to_pylist(), texts_of(table))
 
 
 def _updatable(store: ArtifactStore, retriever: RetrieverConfig, config: IndexConfig, tag: str | None) -> list[ArtifactRef]:
@@ -97,8 +96,7 @@ def _plan(store: ArtifactStore, passages: ArtifactRef, retriever: RetrieverConfi
     changes = passage_changes(_digests(store, old), _digests(store, passages))
     stats = base.manifest.stats
     added_since = stats.get("added_since_codec", 0) + len(changes.to_encode)
-    limits = RebuildLimits(config.rebuild_added_share, config.rebuild_error_ratio)
-    if reason := rebuild_reason(limits, stats.get("codec_passages", stats["n_passages"]), added_since, None, None):
+    if reason := _rebuild_due(config, stats.get("codec_passages", stats["n_passages"]), added_since, None, None):
         return IndexPlan("build", f"a rebuild is due: {reason}")
     counts = changes.counts()
     return IndexPlan(

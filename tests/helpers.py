@@ -142,3 +142,17 @@ def change_beir_records(path: Path, remove: int, rewrite: int, add: int) -> dict
         for record in [*updated, *records[remove + rewrite :], *added]:
             out.write(json.dumps(record) + "\n")
     return {"removed": removed, "updated": updated, "added": added}
+
+
+def linked_store_copy(store_root: Path, config: str | Path, tmp_path: Path, config_name: str = "config.yaml") -> tuple[Path, Path]:
+    """A hard-linked copy of a store (publishing only adds directories, so the original is
+    untouched) and a copy of ``config`` that names it: (store dir, config path)."""
+    import shutil
+
+    import yaml
+
+    copy = tmp_path / "store"
+    shutil.copytree(store_root, copy, copy_function=os.link)
+    path = tmp_path / config_name
+    path.write_text(yaml.safe_dump({**yaml.safe_load(Path(config).read_text()), "store_root": str(copy)}))
+    return copy, path

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_index
-from helpers import change_beir_records
+from helpers import change_beir_records, linked_store_copy
 
 
 @dataclass
@@ -115,19 +115,12 @@ def test_a_changed_corpus_updates_the_index_in_place(indexed_world, tmp_path):
     """The refresh flow on a corpus with removed, rewritten and new passages: only the rewritten
     and new ones are encoded (one delta shard), the removed and the old text are never found
     again, the new texts are; a second refresh publishes nothing."""
-    import os
-
-    import yaml
-
     from baleen_core.config import SearchConfig
     from baleen_core.retrieval import passage_text
     from baleen_flows.refresh import refresh_flow
     from baleen_storage.indexes import open_searcher
 
-    store_dir = tmp_path / "store"
-    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)  # publishing only adds directories
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
+    store_dir, config = linked_store_copy(indexed_world.store.root, indexed_world.config, tmp_path)
     world = tmp_path / "world"
     shutil.copytree(indexed_world.world, world)
     changed = change_beir_records(world / "beir_corpus.jsonl.gz", remove=1, rewrite=1, add=2)
@@ -173,15 +166,9 @@ def test_the_readmes_python_example_runs(indexed_world, tmp_path):
     index's history shows the addition and the deletion."""
     import ast
     import json
-    import os
     import re
 
-    import yaml
-
-    store_dir = tmp_path / "store"
-    shutil.copytree(indexed_world.store.root, store_dir, copy_function=os.link)
-    config = tmp_path / "my-config.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(indexed_world.config).read_text()), "store_root": str(store_dir)}))
+    _, config = linked_store_copy(indexed_world.store.root, indexed_world.config, tmp_path, "my-config.yaml")
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     (block,) = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
     for placeholder, path in (("/data/my-corpus", indexed_world.world), ("my-config.yaml", config)):
