@@ -151,6 +151,7 @@ class IndexConfig(_Strict):
     sample_passages: int | None = Field(default=None, ge=1, description="Passages encoded to train the codec; None = auto.")
     shard_passages: int = Field(default=16_384, ge=1, description="Passages per shard (one Prefect task each).")
     batch_size: int = Field(default=32, ge=1, description="Passages per encoder batch (length-sorted).")
+    gpu_batch_tokens: int | None = Field(default=65_536, ge=512, description="On a GPU, encoder batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
     seed: int = 0
     incremental: bool = Field(
         default=True,
@@ -348,6 +349,7 @@ class CondenserConfig(_Strict):
     evidence_min_facts: int = Field(default=2, ge=1, description="The evidence keeps every fact above min(0, this-th best score): at least this many (the reference's L3x: 2).")
     evidence_max_passages: int = Field(default=4, ge=1, description="The evidence keeps the facts of this many distinct passages at most, the best first (the reference's L3x: 4).")
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
+    gpu_batch_tokens: int | None = Field(default=32_768, ge=512, description="On a GPU, inference batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # per stage: stage 1 reads every sentence of every retrieved passage (most of the engine's time),
     # stage 2 reads 9 facts and keeps those above a threshold, where small score shifts matter most
@@ -397,6 +399,7 @@ class ReaderConfig(_Strict):
     fact_maxlen: int = Field(default=64, ge=4, description="Tokens per fact at most (fewer when many facts must fit).")
     maxlen: int = Field(default=512, ge=64, le=512)
     batch_size: int = Field(default=32, ge=1)
+    gpu_batch_tokens: int | None = Field(default=32_768, ge=512, description="On a GPU, inference batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def resolved_backbone(self) -> str:

@@ -100,6 +100,7 @@ from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
+from baleen_core.retrieval.modeling import length_batches  # noqa: E402
 from baleen_core.retrieval.fusion import hop_retriever  # noqa: E402
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec  # noqa: E402
 from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
@@ -263,53 +264,63 @@ def flops_per_token(flipr: Flipr) -> Callable[[int], float]:
     return lambda length: 2.0 * weights + 4.0 * layers * length * hidden + 2.0 * hidden * flipr.dim
 
 
-def padded_batches(lengths: Sequence[int], batch_size: int) -> list[tuple[int, int]]:
-    """(passages, padded width) of each batch ``Flipr.encode_passages`` makes: length-sorted,
-    longest first, each padded to its longest passage."""
-    ordered = sorted(lengths, reverse=True)
-    return [(len(ordered[i : i + batch_size]), ordered[i]) for i in range(0, len(ordered), batch_size)]
-
-
-def measure_encoding(flipr: Flipr, texts: Sequence[str], batch_sizes: Sequence[int], peak: float) -> dict:
-    """Encode the same passages at each batch size; FLOPs counted on the padded batches (what
-    the device computes), tokens/s on real tokens."""
+def measure_encoding(flipr: Flipr, texts: Sequence[str], budgets: Sequence[int], peak: float) -> dict:
+    """Tokenize the passages once (timed), then encode the same tokens at each token budget per
+    batch (``Flipr.encode_passages`` with ``max_tokens``: length-sorted batches of as many passages
+    as fill it); FLOPs counted on the padded batches (what the device computes), tokens/s on real
+    tokens. The best budget is also timed end to end from text (tokenizing included)."""
     device, per_token = flipr.device, flops_per_token(flipr)
-    lengths = flipr.tokenizer.doc_lengths(texts)
+    started = time.perf_counter()
+    tokens = flipr.tokenizer.doc_tokens(texts)
+    tokenize_seconds = time.perf_counter() - started
+    lengths = tokens.lengths
+    ordered = np.sort(lengths)[::-1]
     runs = {}
-    for batch_size in batch_sizes:
+    for budget in budgets:
         try:
-            flipr.encode_passages(texts[: 2 * batch_size], batch_size)  # warm-up at this shape
+            flipr.encode_passages(tokens, len(texts), max_tokens=budget)  # warm-up: every batch shape once
             sync(device)
             started = time.perf_counter()
-            _, doclens = flipr.encode_passages(texts, batch_size)
+            _, doclens = flipr.encode_passages(tokens, len(texts), max_tokens=budget)
             sync(device)
             seconds = time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
             free_gpu(device)
-            runs[str(batch_size)] = {"error": "out of memory"}
+            runs[str(budget)] = {"error": "out of memory"}
             continue
-        batches = padded_batches(lengths, batch_size)
+        batches = [(end - start, int(ordered[start])) for start, end in length_batches(ordered, len(texts), budget)]
         flops = sum(n * width * per_token(width) for n, width in batches)
-        runs[str(batch_size)] = {
+        runs[str(budget)] = {
             "seconds": round(seconds, 3),
+            "batches": len(batches),
             "passages_per_s": round(len(texts) / seconds, 1),
-            "tokens_per_s": round(int(doclens.sum()) / seconds, 1),
+            "tokens_per_s": round(int(lengths.sum()) / seconds, 1),
+            "scored_tokens_per_s": round(int(doclens.sum()) / seconds, 1),
             "padded_tokens_per_s": round(sum(n * width for n, width in batches) / seconds, 1),
             "tflops": round(flops / seconds / 1e12, 3),
             "fraction_of_matmul_peak": round(flops / seconds / peak, 4),
         }
-        log(f"encoding, batch {batch_size}: {runs[str(batch_size)]}")
-    measured = {bs: r for bs, r in runs.items() if "error" not in r}
-    best = max(measured, key=lambda bs: measured[bs]["passages_per_s"]) if measured else None
-    mean_length = float(np.mean(lengths)) if lengths else 0.0
+        log(f"encoding, {budget} tokens per batch: {runs[str(budget)]}")
+    measured = {b: r for b, r in runs.items() if "error" not in r}
+    best = max(measured, key=lambda b: measured[b]["passages_per_s"]) if measured else None
+    end_to_end = None
+    if best is not None:
+        sync(device)
+        started = time.perf_counter()
+        flipr.encode_passages(texts, len(texts), max_tokens=int(best))
+        sync(device)
+        end_to_end = round(len(texts) / (time.perf_counter() - started), 1)
+    mean_length = float(np.mean(lengths)) if len(lengths) else 0.0
     return {
         "passages": len(texts),
         "mean_tokens": round(mean_length, 1),
+        "tokenize_seconds": round(tokenize_seconds, 3),
         "flops_per_token": round(per_token(round(mean_length))),
         "flops_per_token_formula": "2 * weight-matrix params (no embeddings) + 4 * layers * length * hidden + 2 * hidden * dim, at the mean length",
-        "best_batch_size": None if best is None else int(best),
+        "best_batch_tokens": None if best is None else int(best),
         **({k: measured[best][k] for k in ("passages_per_s", "tokens_per_s", "tflops", "fraction_of_matmul_peak")} if best else {}),
-        "by_batch_size": runs,
+        "passages_per_s_from_text": end_to_end,
+        "by_batch_tokens": runs,
     }
 
 
@@ -322,7 +333,7 @@ def encoding_section(flipr: Flipr, corpus: Corpus, args: argparse.Namespace) -> 
         rates["float16"] = round(matmul_rate(device, torch.float16, args.matmul_size, args.matmul_iterations) / 1e12, 2)
     log(f"matmul {args.matmul_size}²: {rates} TFLOP/s")
     texts = [corpus.texts[pid] for pid in corpus.pids[: args.encode_passages]]
-    result = measure_encoding(flipr, texts, args.batch_sizes, peak)
+    result = measure_encoding(flipr, texts, args.batch_tokens, peak)
     return {"matmul_tflops": rates, "matmul_size": args.matmul_size, "peak_dtype": str(peak_dtype).removeprefix("torch."), **result}
 
 
@@ -650,6 +661,23 @@ def run_engine(system: str, retriever, trained: Trained, config: BaleenConfig, c
     return verdicts, {"claims": len(inputs), "seconds": round(seconds, 2), "claims_per_s": round(len(inputs) / max(seconds, 1e-9), 3), "claim_hops_per_s": round(hops / max(seconds, 1e-9), 3)}
 
 
+def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict]) -> dict:
+    """How far two runs over the same claims disagree: claims whose final facts, Retrieval@depth
+    pool or predicted label differ, and the largest difference in P(SUPPORTED)."""
+    pairs = list(zip(verdicts, others, strict=True))
+    facts = sum([s.key for s, _ in a.facts] != [s.key for s, _ in b.facts] for a, b in pairs)
+    pools = sum(a.pool != b.pool for a, b in pairs)
+    probs = [(a.prob_supported, b.prob_supported) for a, b in pairs if a.prob_supported is not None and b.prob_supported is not None]
+    labels = sum((x >= 0.5) != (y >= 0.5) for x, y in probs)
+    return {
+        "claims_compared": len(pairs),
+        "final_facts_differ": facts,
+        "pool_differs": pools,
+        "label_differs": labels,
+        "max_prob_difference": round(max((abs(x - y) for x, y in probs), default=0.0), 6),
+    }
+
+
 def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, depth: int) -> list[dict]:
     """tasks/evaluation.py's ``claim_metric_rows``, from the verdicts instead of their
     ``predictions`` and ``hop_traces`` rows: HoVer's metrics and the gold funnel per claim."""
@@ -676,11 +704,15 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, 
     return rows
 
 
-def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], profile_claims: int = 0) -> tuple[dict, dict]:
+def engine_section(
+    config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], profile_claims: int = 0, compare_batching: bool = False
+) -> tuple[dict, dict]:
     """flows/evaluation.py in memory: every system over the same dev claims at the context
     threshold the reader trained with, scored per claim; then, apart from the timed runs, the
     full system on the first ``profile_claims`` dev claims under cProfile (where the host's time
-    goes: ``engine.profile``)."""
+    goes: ``engine.profile``). With ``compare_batching``, the full system once more with the
+    condensers and reader in batches of ``batch_size`` inputs (no token budget): its speed and how
+    many claims' predictions differ (``engine.batch_size_path``)."""
     engine: dict = {}
     config = config.with_stage2_threshold(trained.context_threshold)
     retrievers = {
@@ -690,14 +722,19 @@ def engine_section(config: BaleenConfig, trained: Trained, claims: Claims, corpu
         "untrained-flipr": lambda: flipr_system_retriever(*untrained, config, bm25),
     }
     dev = claims.uids(config.evaluation.split, config.evaluation.max_claims)
-    metric_rows, speeds = {}, {}
+    metric_rows, speeds, verdicts_of = {}, {}, {}
     for system in systems:
-        verdicts, speeds[system] = run_engine(system, retrievers[system](), trained, config, claims, corpus, dev)
-        metric_rows[system] = claim_metric_rows(system, verdicts, claims, config.evaluation.depth)
+        verdicts_of[system], speeds[system] = run_engine(system, retrievers[system](), trained, config, claims, corpus, dev)
+        metric_rows[system] = claim_metric_rows(system, verdicts_of[system], claims, config.evaluation.depth)
         log(f"engine · {system}: {speeds[system]}")
     ev = config.evaluation
     main = "baleen" if "baleen" in metric_rows else systems[0]
     engine.update({"claims_per_s": speeds[main]["claims_per_s"], "system": main, "split": ev.split, "depth": ev.depth, "systems": speeds})
+    if compare_batching:
+        per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
+        plain, speed = run_engine(main, retrievers[main](), trained, per_item, claims, corpus, dev)
+        engine["batch_size_path"] = {"system": main, "batch_size": config.condenser.batch_size, **speed, **prediction_differences(verdicts_of[main], plain)}
+        log(f"engine · {main}, batches of {config.condenser.batch_size}: {engine['batch_size_path']}")
     if profile_claims:
         (_, speed), profile = profile_call(lambda: run_engine(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
         engine["profile"] = {"system": main, **speed, **profile.as_dict()}
@@ -727,7 +764,7 @@ def build_config(args: argparse.Namespace) -> BaleenConfig:
 
     return BaleenConfig(
         retriever=RetrieverConfig(backbone=backbone, device=device),
-        index=IndexConfig(codec="fp16", **({"batch_size": args.index_batch_size} if args.index_batch_size else {})),
+        index=IndexConfig(codec="fp16", **({"gpu_batch_tokens": args.index_batch_tokens} if args.index_batch_tokens else {})),
         labels=LabelConfig(rounds=args.rounds, round0="bm25", max_claims=args.train_claims),
         condenser=CondenserConfig(backbone=backbone, device=device, **({"batch_size": args.inference_batch_size} if args.inference_batch_size else {})),
         reader=ReaderConfig(backbone=backbone, device=device, **({"batch_size": args.inference_batch_size} if args.inference_batch_size else {})),
@@ -804,8 +841,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=None, help="scratch folder for epoch checkpoints (default: a temp dir, removed)")
     parser.add_argument("--state", type=Path, default=None, help="keep finished label rounds and models here; a run cut off goes on from them when run again with the same settings")
     group = parser.add_argument_group("encoding")
-    group.add_argument("--batch-sizes", type=ints, default=None, help="encoder batch sizes to time (default: 32,64,128,256,512 on a GPU, 8,32 on a CPU)")
-    group.add_argument("--encode-passages", type=int, default=None, help="passages encoded per batch size (default: 16384 on a GPU, 256 on a CPU)")
+    group.add_argument("--batch-tokens", type=ints, default=None, help="encoder token budgets per batch to time (default: 16384,32768,65536,131072 on a GPU, 1024,4096 on a CPU)")
+    group.add_argument("--encode-passages", type=int, default=None, help="passages encoded per budget (default: all on a GPU, 256 on a CPU)")
     group.add_argument("--matmul-size", type=int, default=None, help="n of the n×n matmul timed (default: 8192 on a GPU, 1024 on a CPU)")
     group.add_argument("--matmul-iterations", type=int, default=None)
     group = parser.add_argument_group("budgets (defaults: the full run meant for a GPU)")
@@ -819,11 +856,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--stage2-epochs", type=int, default=3)
     group.add_argument("--reader-epochs", type=int, default=2)
     group.add_argument("--max-examples", type=int, default=None, help="examples per model at most (FLIPR and condenser hops, reader claims; default: all)")
-    group.add_argument("--index-batch-size", type=int, default=None, help="encoder batch of the index builds (default: the best measured, else index.batch_size)")
+    group.add_argument("--index-batch-tokens", type=int, default=None, help="encoder token budget of the index builds on a GPU (default: the best measured, else index.gpu_batch_tokens)")
     group.add_argument("--inference-batch-size", type=int, default=None, help="condenser/reader inference batch (default: the config's)")
     group.add_argument("--depth", type=int, default=100, help="passages retrieved per claim over its hops (Retrieval@depth)")
     group.add_argument("--systems", default="baleen,bm25-multihop", help=f"engine systems, of {','.join(SYSTEMS)}")
     group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the metric intervals")
+    group.add_argument("--compare-batching", action=argparse.BooleanOptionalAction, default=None, help="run the full system again in batches of batch_size (no token budget) and count differing predictions (default: on a GPU)")
     group.add_argument("--profile-claims", type=int, default=None, help="dev claims the full system verifies again under cProfile, apart from the timed run (default: 100 on a GPU, 0 = none on a CPU)")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"
@@ -832,11 +870,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for name, allowed in (("sections", SECTIONS), ("systems", SYSTEMS)):
         if unknown := set(getattr(args, name)) - set(allowed):
             parser.error(f"unknown {name}: {', '.join(sorted(unknown))} (choose from {', '.join(allowed)})")
-    args.batch_sizes = args.batch_sizes or ([32, 64, 128, 256, 512] if gpu else [8, 32])
-    args.encode_passages = args.encode_passages or (16_384 if gpu else 256)
+    args.batch_tokens = args.batch_tokens or ([16_384, 32_768, 65_536, 131_072] if gpu else [1024, 4096])
+    args.encode_passages = args.encode_passages or (None if gpu else 256)
     args.matmul_size = args.matmul_size or (8192 if gpu else 1024)
     args.matmul_iterations = args.matmul_iterations or (50 if gpu else 5)
     args.profile_claims = (100 if gpu else 0) if args.profile_claims is None else args.profile_claims
+    args.compare_batching = gpu if args.compare_batching is None else args.compare_batching
     args.backbone = args.backbone or default_backbone_path(args.carry)
     args.out = args.out or default_out()
     return args
@@ -870,8 +909,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flipr = Flipr.load(config.retriever)
             if "encoding" in args.sections:
                 results.set("encoding", encoding_section(flipr, corpus, args))
-                if not args.index_batch_size and results.doc["encoding"]["best_batch_size"]:
-                    config = config.model_copy(update={"index": config.index.model_copy(update={"batch_size": results.doc["encoding"]["best_batch_size"]})})
+                if not args.index_batch_tokens and results.doc["encoding"]["best_batch_tokens"]:
+                    config = config.model_copy(update={"index": config.index.model_copy(update={"gpu_batch_tokens": results.doc["encoding"]["best_batch_tokens"]})})
             if "index" in args.sections or "untrained-flipr" in args.systems:
                 index, timing = build_index(flipr, corpus, config.index)
                 log(f"index build (untrained FLIPR): {timing}")
@@ -893,7 +932,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
             if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
                 results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
-            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems, args.profile_claims)
+            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems, args.profile_claims, args.compare_batching)
             results.doc["engine"] = engine
             results.set("hover_mini_dev", quality)
         results.doc["device"]["peak_rss_gib"] = round(peak_rss_gib(), 2)

@@ -54,7 +54,7 @@ def condense_stage1(model: SequenceModel, queries: Sequence[Stage1Query], config
     """Per query, all sentences of its passages with their stage-1 scores, best first."""
     per_query = stage1_inputs(model, queries, config)
     flat = [(qi, window, passage) for qi, pairs in per_query for window, passage in pairs]
-    logits = model.predict([window for _, window, _ in flat], config.batch_size)
+    logits = model.predict([window for _, window, _ in flat], config.batch_size, config.gpu_batch_tokens)
     ranked: list[list[ScoredSentence]] = [[] for _ in queries]
     for (qi, window, passage), scores in zip(flat, logits, strict=True):
         ranked[qi].extend(ScoredSentence(passage.sentences[item], float(score)) for item, score in zip(window.items, scores.tolist(), strict=True))
@@ -75,7 +75,7 @@ def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence
     """Per query, one stage-2 score per candidate fact (in the order given)."""
     ids = token_ids(model.tokenizer, [t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
     windows = [stage2_window(model.tokenizer, c, fs, config.claim_maxlen, config.fact_maxlen, config.stage2_maxlen, ids) for c, fs in zip(claims, facts, strict=True)]
-    return [scores.tolist() for scores in model.predict(windows, config.batch_size)]
+    return [scores.tolist() for scores in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]
 
 
 def ranked_by_score(candidates: Sequence[Sentence], scores: Sequence[float]) -> list[tuple[Sentence, float]]:
@@ -146,4 +146,4 @@ def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[S
     """P(SUPPORTED) per claim."""
     ids = token_ids(model.tokenizer, [t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
     windows = [reader_window(model.tokenizer, c, fs, config.claim_maxlen, config.fact_maxlen, config.maxlen, ids) for c, fs in zip(claims, facts, strict=True)]
-    return [float(logits.softmax(-1)[0, 1]) for logits in model.predict(windows, config.batch_size)]
+    return [float(logits.softmax(-1)[0, 1]) for logits in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]

@@ -22,9 +22,11 @@ dropped: stage 2 and the reader shrink the per-fact budget so that every fact ge
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -223,25 +225,46 @@ def reader_window(
 
 def pad_windows(windows: Sequence[Window], pad_id: int, pool_spans: bool = False) -> PaddedBatch:
     """Right-pad to the longest window; scored positions as (row, col) index tensors; with
-    ``pool_spans``, the mean-pooling weights of every item span and query span too."""
-    length = max(len(w.input_ids) for w in windows)
-    input_ids = torch.full((len(windows), length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(windows), length), dtype=torch.long)
-    rows, cols = [], []
-    for row, window in enumerate(windows):
-        input_ids[row, : len(window.input_ids)] = torch.tensor(window.input_ids, dtype=torch.long)
-        attention_mask[row, : len(window.input_ids)] = 1
-        rows.extend([row] * len(window.positions))
-        cols.extend(window.positions)
-    index = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
-    batch = PaddedBatch(input_ids, attention_mask, index(rows), index(cols))
+    ``pool_spans``, the mean-pooling weights of every item span and query span too. Built with
+    array operations over all windows at once (no Python work per token or span: the engine pads
+    tens of thousands of windows per hop)."""
+    lengths = _lengths(w.input_ids for w in windows)
+    width = int(lengths.max(initial=0))
+    filled = np.arange(width) < lengths[:, None]
+    input_ids = np.full((len(windows), width), pad_id, dtype=np.int64)
+    input_ids[filled] = _flat(w.input_ids for w in windows)
+    n_scored = _lengths(w.positions for w in windows)
+    rows = np.repeat(np.arange(len(windows)), n_scored)
+    batch = PaddedBatch(
+        torch.from_numpy(input_ids), torch.from_numpy(filled.astype(np.int64)), torch.from_numpy(rows), torch.from_numpy(_flat(w.positions for w in windows))
+    )
     if pool_spans:
-        batch.item_pool = torch.zeros((len(windows), max(len(w.spans) for w in windows) or 1, length))
-        batch.query_pool = torch.zeros((len(windows), length))
-        for row, window in enumerate(windows):
-            for slot, (start, end) in enumerate(window.spans):
-                batch.item_pool[row, slot, start:end] = 1.0 / (end - start)
-            if window.query_end > 1:
-                batch.query_pool[row, 1 : window.query_end] = 1.0 / (window.query_end - 1)
-        batch.slots = index([slot for window in windows for slot in range(len(window.positions))])
+        n_spans = _lengths(w.spans for w in windows)
+        spans = _flat((edge for span in w.spans for edge in span) for w in windows).reshape(-1, 2)
+        span_lengths = spans[:, 1] - spans[:, 0]
+        # one entry per pooled token: (window, item slot, column) and the weight 1 / span length
+        token_row = np.repeat(np.repeat(np.arange(len(windows)), n_spans), span_lengths)
+        token_slot = np.repeat(_ranks(n_spans), span_lengths)
+        token_col = np.repeat(spans[:, 0], span_lengths) + _ranks(span_lengths)
+        item_pool = np.zeros((len(windows), int(n_spans.max(initial=0)) or 1, width), dtype=np.float32)
+        item_pool[token_row, token_slot, token_col] = np.repeat(1.0 / np.maximum(span_lengths, 1), span_lengths)
+        query_end = np.fromiter((w.query_end for w in windows), dtype=np.int64, count=len(windows))
+        in_query = (np.arange(width) >= 1) & (np.arange(width) < query_end[:, None])
+        batch.item_pool = torch.from_numpy(item_pool)
+        batch.query_pool = torch.from_numpy((in_query / np.maximum(query_end - 1, 1)[:, None]).astype(np.float32))
+        batch.slots = torch.from_numpy(_ranks(n_scored))
     return batch
+
+
+def _lengths(sequences) -> np.ndarray:
+    return np.fromiter((len(x) for x in sequences), dtype=np.int64)
+
+
+def _flat(sequences) -> np.ndarray:
+    return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64)
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0, 1, …, counts[0] − 1, 0, 1, …, counts[1] − 1, …: each element's rank inside its group."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)

@@ -21,13 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
 from baleen_core.config import CondenserConfig, ReaderConfig
-from baleen_core.retrieval.modeling import load_pretrained, resolve_device
+from baleen_core.retrieval.modeling import batch_limits, length_batches, load_pretrained, resolve_device
 
 Kind = Literal["stage1", "stage2", "reader"]
 #: How a head scores: from the marker in front of each item ([CLS] for the reader), from
@@ -237,21 +238,26 @@ class SequenceModel:
         return out if self.kind == "reader" else out.squeeze(-1)
 
     @torch.inference_mode()
-    def predict(self, windows: Sequence[Window], batch_size: int) -> list[torch.Tensor]:
-        """Per window, its logits (on CPU); batches are length-sorted so padding stays small."""
-        order = sorted(range(len(windows)), key=lambda i: len(windows[i].input_ids))
-        results: list[torch.Tensor | None] = [None] * len(windows)
+    def predict(self, windows: Sequence[Window], batch_size: int, gpu_batch_tokens: int | None = None) -> list[torch.Tensor]:
+        """Per window, its logits (on CPU). Batches are length-sorted so padding stays small, of
+        ``batch_size`` windows, or on a GPU with ``gpu_batch_tokens``, as many as fill that many
+        padded positions; the logits stay on the device until every batch is done (one copy)."""
+        lengths = np.fromiter((len(w.input_ids) for w in windows), dtype=np.int64, count=len(windows))
+        order = np.argsort(-lengths, kind="stable")
+        items, max_tokens = batch_limits(self.device, batch_size, gpu_batch_tokens)
         if self.device.type == "cuda":
             autocast = torch.autocast("cuda", dtype=torch.float16)
         else:
             autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bfloat16)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        parts = []
+        for start, end in length_batches(lengths[order], items, max_tokens):
             with autocast:
-                flat = self.logits([windows[i] for i in chunk]).cpu()
-            offset = 0
-            for i in chunk:
-                n = len(windows[i].positions)
-                results[i] = flat[offset : offset + n]
-                offset += n
+                parts.append(self.logits([windows[i] for i in order[start:end]]))
+        if not parts:
+            return []
+        flat = torch.cat(parts).cpu()
+        counts = [len(windows[i].positions) for i in order]
+        results: list[torch.Tensor | None] = [None] * len(windows)
+        for i, logits in zip(order.tolist(), torch.split(flat, counts), strict=True):
+            results[i] = logits
         return results  # type: ignore[return-value]

@@ -14,7 +14,7 @@ import numpy as np
 from baleen_core.config import IndexConfig
 from baleen_core.retrieval.codec import ResidualCodec, choose_n_centroids
 from baleen_core.retrieval.index import build_ivf
-from baleen_core.retrieval.modeling import Flipr
+from baleen_core.retrieval.modeling import Flipr, batch_limits
 
 
 @dataclass
@@ -31,6 +31,12 @@ class EncodedShard:
         return int(self.doclens.sum())
 
 
+def encode_texts(flipr: Flipr, texts: Sequence[str], config: IndexConfig, on_batch: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Flipr.encode_passages` in the configured batches (by token budget on a GPU)."""
+    batch_size, max_tokens = batch_limits(flipr.device, config.batch_size, config.gpu_batch_tokens)
+    return flipr.encode_passages(texts, batch_size, on_batch, max_tokens)
+
+
 def train_codec(
     flipr: Flipr,
     sample_texts: Sequence[str],
@@ -42,7 +48,7 @@ def train_codec(
 ) -> ResidualCodec:
     """Encode a sample of passages and train the codec on their tokens (``use_gpu``/``device``:
     where k-means runs, see :meth:`ResidualCodec.train`)."""
-    embeddings, doclens = flipr.encode_passages(sample_texts, config.batch_size, on_batch)
+    embeddings, doclens = encode_texts(flipr, sample_texts, config, on_batch)
     mean_len = float(doclens.mean()) if len(doclens) else 1.0
     n_centroids = config.n_centroids or choose_n_centroids(len(embeddings), int(mean_len * n_passages_total))
     return ResidualCodec.train(
@@ -69,7 +75,7 @@ def encode_shard(
     """Encode passages (``title | text``) and compress their tokens. The reconstruction error is
     measured on the tokens of passages outside ``codec_sample`` (the pids the codec was trained
     on: its error there is a training error); None when every passage was in it."""
-    embeddings, doclens = flipr.encode_passages(texts, config.batch_size, on_batch)
+    embeddings, doclens = encode_texts(flipr, texts, config, on_batch)
     codes, payload = codec.compress(embeddings)
     unseen = np.repeat(~np.isin(pids, codec_sample if codec_sample is not None else []), doclens)
     error = codec.reconstruction_error(embeddings[unseen], codes[unseen], payload[unseen], seed=config.seed) if unseen.any() else None

@@ -18,7 +18,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
 from baleen_core.config import RetrieverConfig
-from baleen_core.retrieval.tokenization import DocBatch, FliprTokenizer, QueryBatch
+from baleen_core.retrieval.tokenization import DocBatch, DocTokens, FliprTokenizer, QueryBatch
 
 HEAD_FILE = "flipr_head.pt"
 CONFIG_FILE = "flipr_config.json"
@@ -151,37 +151,88 @@ class Flipr:
 
     @torch.inference_mode()
     def encode_doc_batch(self, batch: DocBatch) -> torch.Tensor:
-        batch = batch.to(self.device)
-        with self._autocast():
-            return self.encoder(batch.input_ids, batch.attention_mask).float()
+        return self._encode_docs(batch).float()
 
+    def _encode_docs(self, batch: DocBatch) -> torch.Tensor:
+        """Token embeddings ``[B, L, dim]`` in the encoder's working precision (fp16 on a GPU)."""
+        pinned = self.device.type == "cuda"
+        ids, attention = (to_device(t, self.device, pinned) for t in (batch.input_ids, batch.attention_mask))
+        with self._autocast():
+            return self.encoder(ids, attention)
+
+    @torch.inference_mode()
     def encode_passages(
         self,
-        texts: Sequence[str],
+        texts: Sequence[str] | DocTokens,
         batch_size: int = 32,
         on_batch: Callable[[int], None] | None = None,
+        max_tokens: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Encode passages (``title | text``) in length-sorted batches.
+        """Encode passages (``title | text``, or :class:`DocTokens` tokenized earlier) in
+        length-sorted batches.
 
         Returns ``(embeddings [T, dim] float16, doclens [N] int32)`` in the input order, the
-        scored tokens (``DocBatch.score_mask``: no punctuation) of passage i at ``embeddings[sum(doclens[:i]) : sum(doclens[:i+1])]``. Sorting by length
-        keeps padding (wasted FLOPs) small; ``on_batch(n)`` reports progress.
+        scored tokens (no padding, no punctuation) of passage i at
+        ``embeddings[sum(doclens[:i]) : sum(doclens[:i+1])]``.
+
+        Texts are tokenized once, in one call. Sorting by length keeps padding (wasted FLOPs)
+        small; a batch holds at most ``batch_size`` passages and, with ``max_tokens``, at most
+        that many padded positions (how a GPU is kept busy by short passages). The scored tokens
+        are gathered on the device and copied back once, at the end, so the device never waits
+        for the host between batches. ``on_batch(n)`` reports progress.
         """
-        lengths = np.asarray(self.tokenizer.doc_lengths(texts), dtype=np.int64)
+        tokens = texts if isinstance(texts, DocTokens) else self.tokenizer.doc_tokens(texts)
+        lengths = tokens.lengths
         order = np.argsort(-lengths, kind="stable")
-        per_passage: list[np.ndarray | None] = [None] * len(texts)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            batch = self.tokenizer.docs([texts[i] for i in idx])
-            embs = self.encode_doc_batch(batch).to(torch.float16).cpu().numpy()
-            mask = batch.score_mask.numpy()  # padding and punctuation are not stored
-            for row, i in enumerate(idx):
-                per_passage[i] = embs[row][mask[row]]
+        parts: list[torch.Tensor] = []
+        for start, end in length_batches(lengths[order], batch_size, max_tokens):
+            batch = tokens.batch(order[start:end], self.tokenizer.pad_id)
+            scored = torch.from_numpy(np.flatnonzero(batch.score_mask.numpy()))
+            embs = self._encode_docs(batch)
+            parts.append(embs.reshape(-1, embs.shape[-1]).index_select(0, to_device(scored, self.device, self.device.type == "cuda")).to(torch.float16))
             if on_batch is not None:
-                on_batch(len(idx))
-        doclens = np.array([p.shape[0] for p in per_passage], dtype=np.int32)
-        embeddings = np.concatenate(per_passage) if per_passage else np.zeros((0, self.dim), np.float16)
-        return embeddings, doclens
+                on_batch(end - start)
+        doclens = tokens.doclens
+        if not parts:
+            return np.zeros((0, self.dim), np.float16), doclens
+        # the batches hold the passages in length order: gather each one's tokens back into input order
+        sorted_start = np.empty(len(order), dtype=np.int64)
+        sorted_start[order] = np.concatenate([[0], np.cumsum(doclens[order])[:-1]])
+        input_start = np.concatenate([[0], np.cumsum(doclens)[:-1]])
+        gather = np.repeat(sorted_start - input_start, doclens) + np.arange(int(doclens.sum()))
+        embeddings = torch.cat(parts).index_select(0, to_device(torch.from_numpy(gather), self.device, self.device.type == "cuda"))
+        return embeddings.cpu().numpy(), doclens
+
+
+def length_batches(sorted_lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of each batch over lengths sorted longest first: at most ``batch_size``
+    items and, with ``max_tokens``, at most that many padded positions (its first item's length
+    × its size), never fewer than one item."""
+    batches, start, n = [], 0, len(sorted_lengths)
+    while start < n:
+        size = batch_size
+        if max_tokens is not None:
+            size = min(size, max(1, max_tokens // max(int(sorted_lengths[start]), 1)))
+        batches.append((start, min(start + size, n)))
+        start += size
+    return batches
+
+
+def batch_limits(device: torch.device, batch_size: int, gpu_batch_tokens: int | None) -> tuple[int, int | None]:
+    """(items, padded tokens) per batch: on a GPU with ``gpu_batch_tokens``, as many items as fill
+    that many padded positions; elsewhere ``batch_size`` items, as configured."""
+    if device.type == "cuda" and gpu_batch_tokens is not None:
+        return gpu_batch_tokens, gpu_batch_tokens
+    return batch_size, None
+
+
+def to_device(tensor: torch.Tensor, device: torch.device, pinned: bool = False) -> torch.Tensor:
+    """``tensor`` on ``device``; ``pinned``: through page-locked memory, asynchronously (a GPU)."""
+    if tensor.device == device:
+        return tensor
+    if pinned:
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def read_checkpoint_config(directory: Path | str) -> RetrieverConfig:

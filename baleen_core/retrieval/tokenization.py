@@ -20,10 +20,12 @@ tokens, and the encoder grows its embedding table to match. No token id is writt
 
 from __future__ import annotations
 
+import itertools
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -58,6 +60,45 @@ class DocBatch:
 
     def to(self, device: torch.device | str) -> DocBatch:
         return DocBatch(self.input_ids.to(device), self.attention_mask.to(device), self.score_mask.to(device))
+
+
+@dataclass(frozen=True)
+class DocTokens:
+    """Documents tokenized once (:meth:`FliprTokenizer.doc_tokens`): document i's encoder input is
+    ``ids[offsets[i] : offsets[i + 1]]``, and ``scored`` marks its positions a document is scored
+    with (not punctuation)."""
+
+    ids: np.ndarray  # int32 [T]
+    offsets: np.ndarray  # int64 [N + 1]
+    scored: np.ndarray  # bool [T]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Encoder positions per document."""
+        return np.diff(self.offsets)
+
+    @property
+    def doclens(self) -> np.ndarray:
+        """Scored positions per document: the token embeddings an index stores for it."""
+        counts = np.concatenate([[0], np.cumsum(self.scored, dtype=np.int64)])
+        return (counts[self.offsets[1:]] - counts[self.offsets[:-1]]).astype(np.int32)
+
+    def batch(self, rows: np.ndarray, pad_id: int) -> DocBatch:
+        """Documents ``rows``, in that order, right-padded to the longest of them (no Python loop
+        per document: one gather of the flat ids)."""
+        lengths = self.lengths[rows]
+        width = int(lengths.max(initial=0))
+        filled = np.arange(width) < lengths[:, None]
+        # flat position of every real token, row by row: its document's start + its column
+        source = np.repeat(self.offsets[rows], lengths) + (np.flatnonzero(filled) % max(width, 1))
+        ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        ids[filled] = self.ids[source]
+        scored = np.zeros((len(rows), width), dtype=bool)
+        scored[filled] = self.scored[source]
+        return DocBatch(torch.from_numpy(ids), torch.from_numpy(filled.astype(np.int64)), torch.from_numpy(scored))
 
 
 def punctuation_ids(tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
@@ -143,21 +184,27 @@ class FliprTokenizer:
                 attention[row, : self.query_maxlen] = torch.tensor([int(t != self.mask_id) for t in claim])
         return QueryBatch(ids, attention, score, self.query_maxlen)
 
+    def doc_tokens(self, texts: Sequence[str]) -> DocTokens:
+        """Every document's encoder input, ``[CLS] [D] title | text [SEP]`` cut to ``doc_maxlen``,
+        tokenized in one call (the fast tokenizer's batch path): flat ids, offsets, and which
+        positions are scored. Encoding reads these and never tokenizes again."""
+        rows = [[self.cls_id, self.doc_marker_id, *ids[: self.doc_maxlen - 3], self.sep_id] for ids in self._ids(texts)]
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
+        return DocTokens(ids, np.concatenate([[0], np.cumsum(lengths)]), ~self.is_punctuation(ids))
+
+    def is_punctuation(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` are skiplist (punctuation) tokens: never scored."""
+        return np.isin(ids, np.fromiter(self.skiplist, dtype=ids.dtype, count=len(self.skiplist)))
+
     def doc_lengths(self, texts: Sequence[str]) -> list[int]:
         """Token count of each document after truncation (for length-sorted batching)."""
-        return [min(len(ids) + 3, self.doc_maxlen) for ids in self._ids(texts)]
+        return self.doc_tokens(texts).lengths.tolist()
 
     def docs(self, texts: Sequence[str]) -> DocBatch:
         """Documents written as ``title | text``, padded to the longest in the batch."""
-        rows = [[self.cls_id, self.doc_marker_id, *ids[: self.doc_maxlen - 3], self.sep_id] for ids in self._ids(texts)]
-        width = max((len(r) for r in rows), default=0)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-            attention[i, : len(row)] = 1
-        punctuation = torch.isin(ids, torch.tensor(sorted(self.skiplist), dtype=torch.long)) if self.skiplist else torch.zeros_like(ids, dtype=torch.bool)
-        return DocBatch(ids, attention, attention.bool() & ~punctuation)
+        tokens = self.doc_tokens(texts)
+        return tokens.batch(np.arange(len(tokens)), self.pad_id)
 
     def id_to_token(self, ids: Sequence[int]) -> list[str]:
         return self.tokenizer.convert_ids_to_tokens(list(ids))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from baleen_core.condensing.layouts import SpecialIds, Window, pad_windows, reader_window, stage1_windows, stage2_window
@@ -146,3 +149,43 @@ def test_stage1_window_of_a_very_long_claim_still_holds_its_context(tokenizer):
         ids = tokenizer(fact, add_special_tokens=False)["input_ids"]
         assert any(window.input_ids[i : i + len(ids)] == ids for i in range(len(window.input_ids))), fact
     assert window.input_ids[1:33] == tokenizer(claim, add_special_tokens=False)["input_ids"][:32]  # the claim keeps the other half
+
+
+def loop_padded(windows, pad_id):
+    """The padding written window by window and span by span: the reference pad_windows matches."""
+    width = max(len(w.input_ids) for w in windows)
+    ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
+    items = torch.zeros((len(windows), max(len(w.spans) for w in windows) or 1, width))
+    query = torch.zeros((len(windows), width))
+    rows, cols, slots = [], [], []
+    for row, w in enumerate(windows):
+        ids[row, : len(w.input_ids)] = torch.tensor(w.input_ids)
+        rows += [row] * len(w.positions)
+        cols += w.positions
+        slots += list(range(len(w.positions)))
+        for slot, (start, end) in enumerate(w.spans):
+            items[row, slot, start:end] = 1.0 / (end - start)
+        if w.query_end > 1:
+            query[row, 1 : w.query_end] = 1.0 / (w.query_end - 1)
+    return ids, items, query, rows, cols, slots
+
+
+def test_pad_windows_matches_padding_window_by_window():
+    rng = random.Random(7)
+    windows = []
+    for _ in range(40):
+        length = rng.randint(3, 60)
+        window = Window(input_ids=[rng.randint(1, 999) for _ in range(length)], positions=[], items=[], query_end=rng.randint(0, length - 1))
+        marker = window.query_end + 1
+        while marker < length - 1 and rng.random() < 0.8:
+            end = min(length, marker + rng.randint(0, 6))
+            window.add_item(len(window.items), marker, end)
+            marker = max(end, marker + 1)
+        windows.append(window)
+    batch = pad_windows(windows, 0, pool_spans=True)
+    ids, items, query, rows, cols, slots = loop_padded(windows, 0)
+    assert torch.equal(batch.input_ids, ids) and torch.equal(batch.attention_mask, (torch.arange(ids.shape[1]) < torch.tensor([len(w.input_ids) for w in windows])[:, None]).long())
+    assert batch.rows.tolist() == rows and batch.cols.tolist() == cols and batch.slots.tolist() == slots
+    torch.testing.assert_close(batch.item_pool, items)
+    torch.testing.assert_close(batch.query_pool, query)
+    assert sum(len(w.spans) for w in windows) > 40  # the draw made windows with several items

@@ -31,6 +31,30 @@ def test_cuda_encoding_equals_cpu_encoding(flipr, cuda_flipr, passages):
     torch.testing.assert_close(gpu_q.float().cpu(), cpu_q, atol=2e-2, rtol=0)
 
 
+def test_cuda_token_budget_encoding_equals_cpu_encoding(flipr, cuda_flipr, passages):
+    """The GPU path of encode_passages (pinned copies, token-budget batches, gathered on the
+    device) gives the CPU's vectors in the CPU's order."""
+    texts = [passage_text(t, x) for t, x in passages] * 7  # several batches at this budget
+    cpu_embs, cpu_doclens = flipr.encode_passages(texts, batch_size=4)
+    gpu_embs, gpu_doclens = cuda_flipr.encode_passages(cuda_flipr.tokenizer.doc_tokens(texts), batch_size=len(texts), max_tokens=64)
+    np.testing.assert_array_equal(gpu_doclens, cpu_doclens)
+    np.testing.assert_allclose(gpu_embs.astype(np.float32), cpu_embs.astype(np.float32), atol=2e-2)
+
+
+def test_cuda_inference_by_token_budget_equals_batches_of_inputs():
+    from baleen_core.condensing import SequenceModel
+    from baleen_core.condensing.layouts import stage2_window
+    from baleen_core.config import default_backbone
+
+    model = SequenceModel.load("stage2", default_backbone(), device="cuda", scoring="similarity")
+    facts = ["Glass Harbour | A 2014 thriller film.", "Oren Vask | A Danish director.", "Aarhus | A city in Denmark."]
+    windows = [stage2_window(model.tokenizer, f"claim number {i} about Oren Vask", facts[: 1 + i % 3], 96, 40, 512) for i in range(50)]
+    by_budget = model.predict(windows, 4, gpu_batch_tokens=512)
+    by_items = model.predict(windows, 4)
+    for a, b in zip(by_budget, by_items, strict=True):
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=0)
+
+
 def index_on_gpu(flipr, corpus, kind):
     """The fp16 codec trains its k-means in torch on the GPU (what a GPU without faiss builds);
     the pq codec needs faiss, which the GPU machine may lack."""

@@ -8,6 +8,7 @@ import torch
 
 from baleen_core.config import RetrieverConfig
 from baleen_core.retrieval import Flipr, passage_text
+from baleen_core.retrieval.modeling import batch_limits, length_batches
 
 
 def test_passage_embeddings_are_unit_vectors_in_input_order(flipr, passages):
@@ -22,6 +23,33 @@ def test_passage_embeddings_are_unit_vectors_in_input_order(flipr, passages):
         batch = flipr.tokenizer.docs([text])
         alone = flipr.encode_doc_batch(batch)[0][batch.score_mask[0]].numpy()
         np.testing.assert_allclose(embs[offsets[i] : offsets[i + 1]].astype(np.float32), alone, atol=3e-3)
+
+
+def test_token_budget_batches_and_pretokenized_input_give_the_same_vectors(flipr, passages):
+    texts = [passage_text(t, x) for t, x in passages]
+    reference, doclens = flipr.encode_passages(texts, batch_size=4)
+    tokens = flipr.tokenizer.doc_tokens(texts)
+    budgeted, budget_doclens = flipr.encode_passages(tokens, batch_size=1000, max_tokens=40)
+    np.testing.assert_array_equal(budget_doclens, doclens)
+    np.testing.assert_allclose(budgeted.astype(np.float32), reference.astype(np.float32), atol=3e-3)
+    seen = []
+    flipr.encode_passages(tokens, batch_size=1000, on_batch=seen.append, max_tokens=40)
+    assert sum(seen) == len(texts) and len(seen) == len(length_batches(np.sort(tokens.lengths)[::-1], 1000, 40)) > 1
+
+
+def test_length_batches_respect_both_limits():
+    lengths = np.array([30, 20, 10, 10, 10, 5])
+    assert length_batches(lengths, batch_size=4) == [(0, 4), (4, 6)]
+    # 40 padded positions: one 30 alone, then two 20-wide, then four 10-wide (capped at 3 by batch_size), one 5
+    assert length_batches(lengths, batch_size=3, max_tokens=40) == [(0, 1), (1, 3), (3, 6)]
+    assert length_batches(np.array([50, 7]), batch_size=8, max_tokens=10) == [(0, 1), (1, 2)]  # too long for the budget: alone
+    assert length_batches(np.array([], dtype=np.int64), 8) == []
+
+
+def test_token_budgets_apply_on_a_gpu_only():
+    assert batch_limits(torch.device("cuda"), 32, 4096) == (4096, 4096)  # as many items as fill 4096 positions
+    assert batch_limits(torch.device("cuda"), 32, None) == (32, None)
+    assert batch_limits(torch.device("cpu"), 32, 4096) == (32, None)
 
 
 def test_queries_with_context_have_context_positions(flipr):

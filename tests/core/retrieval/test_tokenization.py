@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -127,3 +128,18 @@ def test_no_kept_fact_is_truncated_away_from_stage1_query_at_the_default_lengths
     title = hf_tokenizer("Title", add_special_tokens=False)["input_ids"]
     assert window.positions[0] - len(title) - 2 <= cfg.query_maxlen  # [CLS] query [SEP] title: the query kept its budget
     assert len(window.positions) == 2  # both sentences still scored
+
+
+def test_doc_tokens_pad_exactly_as_one_document_at_a_time(hf_tokenizer):
+    tok = FliprTokenizer(hf_tokenizer, doc_maxlen=12)
+    texts = ["Leeds | Leeds is a city, in England.", "Aarhus | Aarhus", "Oslo | " + "word, " * 30]
+    tokens = tok.doc_tokens(texts)
+    assert tokens.lengths.tolist() == [len(tok.docs([t]).input_ids[0]) for t in texts] and tokens.lengths[2] == 12
+    batch = tokens.batch(np.array([2, 0, 1]), tok.pad_id)  # any order, padded to the longest
+    for row, i in enumerate([2, 0, 1]):
+        alone = tok.docs([texts[i]])
+        n = alone.input_ids.shape[1]
+        assert batch.input_ids[row, :n].tolist() == alone.input_ids[0].tolist() and set(batch.input_ids[row, n:].tolist()) <= {tok.pad_id}
+        assert batch.score_mask[row, :n].tolist() == alone.score_mask[0].tolist() and not batch.score_mask[row, n:].any()
+        assert int(batch.attention_mask[row].sum()) == n
+    assert tokens.doclens.tolist() == [int(tok.docs([t]).score_mask.sum()) for t in texts]
