@@ -13,9 +13,10 @@ by small functions named after the task code they mirror.
 What it measures, written as JSON to ``--out`` after every section (a run cut short keeps what it
 finished):
 
-- ``encoding``: FLIPR document encoding at several batch sizes, passages/s and tokens/s (the best
-  batch size reported), the backbone's forward FLOPs per token, the device's measured matmul rate
-  (bf16 on a GPU, fp32 on a CPU) and the share of it the encoder reaches;
+- ``encoding``: FLIPR document encoding of passages tokenized once, at several token budgets per
+  batch, passages/s and tokens/s (the best budget reported, and the same end to end from text),
+  the backbone's forward FLOPs per token, the device's measured matmul rate (bf16 on a GPU, fp32
+  on a CPU) and the share of it the encoder reaches;
 - ``index_build``: seconds to index the corpus as the index flow does (encode a sample and train
   the codec, encode every passage, inverted lists);
 - ``training``: the training flow: label round 0 (BM25), then per FLIPR round: train, re-index,
@@ -23,7 +24,9 @@ finished):
   losses per model;
 - ``engine``: ``baleen_core.engine.verify_claims`` over the dev claims, claims/s per system (the
   full system and BM25 multi-hop by default), at the context threshold chosen in training on the
-  held-out training claims (``training.calibration``), as the evaluation flow does;
+  held-out training claims (``training.calibration``), as the evaluation flow does; with
+  ``--compare-batching`` (default on a GPU) the full system again in batches of ``batch_size``
+  inputs instead of token budgets, with how many claims' predictions differ;
 - ``engine.profile``: the full system once more on ``--profile-claims`` dev claims under cProfile
   (``baleen_core.profiling``): host seconds by package and the functions with the most own time,
   to see what holds claims/s down when the device is fast;
@@ -368,6 +371,7 @@ def build_index(flipr: Flipr, corpus: Corpus, config: IndexConfig) -> tuple[Flip
         "n_centroids": codec.n_centroids,
         "codec": codec.kind,
         "batch_size": config.batch_size,
+        "gpu_batch_tokens": config.gpu_batch_tokens,
         "passages_per_s": round(len(pids) / max(encoded - codec_done, 1e-9), 1),
     }
 
@@ -661,6 +665,11 @@ def run_engine(system: str, retriever, trained: Trained, config: BaleenConfig, c
     return verdicts, {"claims": len(inputs), "seconds": round(seconds, 2), "claims_per_s": round(len(inputs) / max(seconds, 1e-9), 3), "claim_hops_per_s": round(hops / max(seconds, 1e-9), 3)}
 
 
+def save_engine(results: Results, engine: dict, quality: dict) -> None:
+    results.doc["engine"] = engine
+    results.set("hover_mini_dev", quality)
+
+
 def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict]) -> dict:
     """How far two runs over the same claims disagree: claims whose final facts, Retrieval@depth
     pool or predicted label differ, and the largest difference in P(SUPPORTED)."""
@@ -705,7 +714,7 @@ def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, 
 
 
 def engine_section(
-    config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], profile_claims: int = 0, compare_batching: bool = False
+    config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False
 ) -> tuple[dict, dict]:
     """flows/evaluation.py in memory: every system over the same dev claims at the context
     threshold the reader trained with, scored per claim; then, apart from the timed runs, the
@@ -730,6 +739,15 @@ def engine_section(
     ev = config.evaluation
     main = "baleen" if "baleen" in metric_rows else systems[0]
     engine.update({"claims_per_s": speeds[main]["claims_per_s"], "system": main, "split": ev.split, "depth": ev.depth, "systems": speeds})
+    quality = {
+        "split": ev.split,
+        "claims": len(dev),
+        "stage2_threshold": config.condenser.stage2_threshold,
+        "majority_class": majority_class(metric_rows[main]),
+        "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
+        "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},
+    }
+    save(engine, quality)  # a call cut short by the device's limit keeps the timed runs and the metrics
     if compare_batching:
         per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
         plain, speed = run_engine(main, retrievers[main](), trained, per_item, claims, corpus, dev)
@@ -739,14 +757,6 @@ def engine_section(
         (_, speed), profile = profile_call(lambda: run_engine(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
         engine["profile"] = {"system": main, **speed, **profile.as_dict()}
         log(f"engine profile · {main}: own seconds by package {engine['profile']['by_package']}")
-    quality = {
-        "split": ev.split,
-        "claims": len(dev),
-        "stage2_threshold": config.condenser.stage2_threshold,
-        "majority_class": majority_class(metric_rows[main]),
-        "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
-        "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},
-    }
     return engine, quality
 
 
@@ -932,7 +942,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
             if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
                 results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
-            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems, args.profile_claims, args.compare_batching)
+            engine, quality = engine_section(config, trained, claims, corpus, bm25, untrained, args.systems, partial(save_engine, results), args.profile_claims, args.compare_batching)
             results.doc["engine"] = engine
             results.set("hover_mini_dev", quality)
         results.doc["device"]["peak_rss_gib"] = round(peak_rss_gib(), 2)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from baleen_core.config import RetrieverConfig
 from baleen_core.retrieval import Flipr, FliprSearcher, passage_text
 from baleen_core.retrieval.index import IndexTensors
 
@@ -17,8 +16,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 @pytest.fixture(scope="module")
-def cuda_flipr():
-    return Flipr.load(RetrieverConfig(device="cuda", query_maxlen=32, context_maxlen=24))
+def cuda_flipr(flipr):
+    """The CPU fixture's model, on the GPU (the same layout, or the query shapes differ)."""
+    return Flipr.load(flipr.config.model_copy(update={"device": "cuda"}))
 
 
 def test_cuda_encoding_equals_cpu_encoding(flipr, cuda_flipr, passages):
