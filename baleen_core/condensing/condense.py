@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage1_windows, stage2_window, token_ids
+from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage1_windows, stage2_window
 from baleen_core.condensing.models import SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig
 
@@ -43,7 +43,7 @@ class ScoredSentence:
 def stage1_inputs(model: SequenceModel, queries: Sequence[Stage1Query], config: CondenserConfig) -> list[tuple[int, list]]:
     """Every window of every query as (query index, [(window, passage)])."""
     texts = [t for q in queries for t in (q.claim, *q.context, *(p.title for p in q.passages), *(s.text for p in q.passages for s in p.sentences))]
-    ids = token_ids(model.tokenizer, texts)
+    ids = model.token_cache(texts)
     return [
         (qi, [(w, p) for p in q.passages for w in stage1_windows(model.tokenizer, q.claim, q.context, p, config.query_maxlen, config.window_maxlen, ids)])
         for qi, q in enumerate(queries)
@@ -73,7 +73,7 @@ def stage2_candidates(context: Sequence[Sentence], ranked: Sequence[ScoredSenten
 
 def condense_stage2(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: CondenserConfig) -> list[list[float]]:
     """Per query, one stage-2 score per candidate fact (in the order given)."""
-    ids = token_ids(model.tokenizer, [t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
+    ids = model.token_cache([t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
     windows = [stage2_window(model.tokenizer, c, fs, config.claim_maxlen, config.fact_maxlen, config.stage2_maxlen, ids) for c, fs in zip(claims, facts, strict=True)]
     return [scores.tolist() for scores in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]
 
@@ -144,6 +144,6 @@ def hop_evidence(candidates: Sequence[Sentence], scores: Sequence[float], config
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:
     """P(SUPPORTED) per claim."""
-    ids = token_ids(model.tokenizer, [t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
+    ids = model.token_cache([t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
     windows = [reader_window(model.tokenizer, c, fs, config.claim_maxlen, config.fact_maxlen, config.maxlen, ids) for c, fs in zip(claims, facts, strict=True)]
     return [float(logits.softmax(-1)[0, 1]) for logits in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]

@@ -23,6 +23,7 @@ dropped: stage 2 and the reader shrink the per-fact budget so that every fact ge
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
@@ -134,6 +135,40 @@ def token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> dict[
         return {}
     encoded = tokenizer(distinct, add_special_tokens=False, truncation=False)["input_ids"]
     return dict(zip(distinct, encoded, strict=True))
+
+
+class TokenCache:
+    """:func:`token_ids` that remembers: ids of the texts one tokenizer has already tokenized,
+    kept for the next call. The engine reads the same passage sentences at every hop and for many
+    claims; tokenizing them again was 40% of its time on a GPU (docs/benchmarks.md). Holds at
+    most ``max_texts`` texts, the least recently used leaving first; ids are tuples, so no
+    caller can change what the next one reads."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_texts: int = 200_000) -> None:
+        if max_texts < 1:
+            raise ValueError(f"a token cache needs room for at least one text, not {max_texts}")
+        self.tokenizer = tokenizer
+        self.max_texts = max_texts
+        self._ids: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self.tokenized = 0  # texts sent to the tokenizer so far (the rest were served from the cache)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __call__(self, texts: Sequence[str]) -> dict[str, tuple[int, ...]]:
+        """Ids of each distinct text of ``texts``, without special tokens; only texts not seen
+        before reach the tokenizer, in one batched call."""
+        distinct = list(dict.fromkeys(texts))
+        missing = [t for t in distinct if t not in self._ids]
+        fresh = dict(zip(missing, map(tuple, token_ids(self.tokenizer, missing).values()), strict=True)) if missing else {}
+        self.tokenized += len(missing)
+        found = {t: fresh[t] if t in fresh else self._ids[t] for t in distinct}
+        for text, ids in found.items():
+            self._ids[text] = ids
+            self._ids.move_to_end(text)
+        while len(self._ids) > self.max_texts:
+            self._ids.popitem(last=False)
+        return found
 
 
 def stage1_claim_budget(claim_length: int, fact_lengths: Sequence[int], query_maxlen: int) -> int:

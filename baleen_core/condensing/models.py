@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, Window, pad_windows
+from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, TokenCache, Window, pad_windows
 from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.retrieval.modeling import batch_limits, length_batches, load_pretrained, resolve_device
 
@@ -162,6 +162,7 @@ class SequenceModel:
         self.module = module.to(device).eval()
         self.tokenizer = tokenizer
         self.special = SpecialIds(tokenizer)
+        self.token_cache = TokenCache(tokenizer)  # ids of the texts this model has read (the engine rereads them every hop)
         self.device = device
         self.source = source
         self.cpu_bfloat16 = False  # see use_cpu_precision

@@ -150,17 +150,22 @@ class FliprTokenizer:
 
     def claim_ids(self, claim: str) -> list[int]:
         """The claim part: [CLS] [Q] claim [SEP] then [MASK] up to ``query_maxlen`` positions."""
-        body = self._ids([claim])[0][: self.query_maxlen - 3]
-        ids = [self.cls_id, self.query_marker_id, *body, self.sep_id]
+        return self._claim_row(self._ids([claim])[0])
+
+    def _claim_row(self, body: Sequence[int]) -> list[int]:
+        ids = [self.cls_id, self.query_marker_id, *body[: self.query_maxlen - 3], self.sep_id]
         return ids + [self.mask_id] * (self.query_maxlen - len(ids))
 
     def context_ids(self, facts: Sequence[str]) -> list[int]:
         """Context facts joined by [SEP] and closed by one, within ``context_maxlen`` positions:
         a longer context loses its tail (the reference's truncation), never the closing [SEP]."""
-        if not facts or self.context_maxlen <= 0:
+        return self._context_row(self._ids(facts) if facts else [])
+
+    def _context_row(self, fact_ids: Sequence[Sequence[int]]) -> list[int]:
+        if not fact_ids or self.context_maxlen <= 0:
             return []
         joined: list[int] = []
-        for i, fact in enumerate(self._ids(facts)):
+        for i, fact in enumerate(fact_ids):
             joined.extend([self.sep_id, *fact] if i else fact)
         return [*joined[: self.context_maxlen - 1], self.sep_id]
 
@@ -169,8 +174,11 @@ class FliprTokenizer:
         contexts = contexts if contexts is not None else [()] * len(claims)
         if len(contexts) != len(claims):
             raise ValueError(f"{len(claims)} claims but {len(contexts)} context lists")
-        claim_part = [self.claim_ids(c) for c in claims]
-        context_part = [self.context_ids(list(facts)) for facts in contexts]
+        # two tokenizer calls for the whole batch (claims, then every distinct fact), not two per query
+        claim_part = [self._claim_row(body) for body in self._ids(claims)]
+        distinct = list(dict.fromkeys(fact for facts in contexts for fact in facts))
+        fact_ids = dict(zip(distinct, self._ids(distinct), strict=True))
+        context_part = [self._context_row([fact_ids[f] for f in facts]) for facts in contexts]
         width = self.query_maxlen + max((len(c) for c in context_part), default=0)
         ids = torch.full((len(claims), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(claims), width), dtype=torch.long)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from baleen_core.condensing.condense import Stage1Query, condense_stage1, stage1_inputs, stage2_candidates
-from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window, token_ids
+from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.training.loop import train_epochs
@@ -206,7 +206,7 @@ def _hops_by_claim(hops: Sequence[LabelledHop]) -> dict[str, list[LabelledHop]]:
 
 
 def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser: CondenserConfig, bce_weight: float) -> torch.Tensor:
-    ids = token_ids(model.tokenizer, [t for e in batch for t in (e.claim, *e.facts)])
+    ids = model.token_cache([t for e in batch for t in (e.claim, *e.facts)])
     windows = [stage2_window(model.tokenizer, e.claim, e.facts, condenser.claim_maxlen, condenser.fact_maxlen, condenser.stage2_maxlen, ids) for e in batch]
     logits = model.logits(windows)
     losses, offset = [], 0
@@ -247,7 +247,7 @@ def reader_examples(claims: Sequence[ReaderClaim], inputs: str) -> list[ReaderEx
 
 
 def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: ReaderConfig) -> torch.Tensor:
-    ids = token_ids(model.tokenizer, [t for e in batch for t in (e.claim, *e.facts)])
+    ids = model.token_cache([t for e in batch for t in (e.claim, *e.facts)])
     windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in batch]
     return F.cross_entropy(model.logits(windows), torch.tensor([e.label for e in batch], device=model.device))
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from baleen_core.condensing.layouts import SpecialIds, Window, pad_windows, reader_window, stage1_windows, stage2_window
+from baleen_core.condensing.layouts import SpecialIds, TokenCache, Window, pad_windows, reader_window, stage1_windows, stage2_window
 
 from helpers import passage
 
@@ -189,3 +189,29 @@ def test_pad_windows_matches_padding_window_by_window():
     torch.testing.assert_close(batch.item_pool, items)
     torch.testing.assert_close(batch.query_pool, query)
     assert sum(len(w.spans) for w in windows) > 40  # the draw made windows with several items
+
+
+class CountingTokenizer:
+    """A tokenizer that records what it was asked to tokenize."""
+
+    def __init__(self, inner):
+        self.inner, self.asked = inner, []
+
+    def __call__(self, texts, **kwargs):
+        self.asked.append(list(texts))
+        return self.inner(texts, **kwargs)
+
+
+def test_token_cache_tokenizes_each_text_once_and_forgets_the_oldest(tokenizer):
+    counting = CountingTokenizer(tokenizer)
+    cache = TokenCache(counting, max_texts=3)
+    first = cache(["Leeds is a city.", "Aarhus", "Leeds is a city."])
+    assert first == {t: tuple(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in ("Leeds is a city.", "Aarhus")}
+    again = cache(["Aarhus", "Oslo"])
+    assert counting.asked == [["Leeds is a city.", "Aarhus"], ["Oslo"]] and again["Aarhus"] == first["Aarhus"]
+    cache(["Bergen"])  # a fourth text: the least recently used one ("Leeds is a city.") leaves
+    assert len(cache) == 3 and cache.tokenized == 4
+    cache(["Leeds is a city.", "Oslo"])
+    assert counting.asked[-1] == ["Leeds is a city."]
+    with pytest.raises(ValueError, match="at least one text"):
+        TokenCache(tokenizer, max_texts=0)
