@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from baleen_core.retrieval.tokenization import fact_text
+from baleen_core.retrieval.tokenization import batch_token_ids, fact_text
 
 
 def share_budget(lengths: Sequence[int], budget: int) -> list[int]:
@@ -129,12 +129,9 @@ class SpecialIds:
 
 
 def token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> dict[str, list[int]]:
-    """Ids of each distinct text, without special tokens, in one batched tokenizer call."""
+    """Ids of each distinct text, without special tokens (:func:`~baleen_core.retrieval.tokenization.batch_token_ids`)."""
     distinct = list(dict.fromkeys(texts))
-    if not distinct:
-        return {}
-    encoded = tokenizer(distinct, add_special_tokens=False, truncation=False)["input_ids"]
-    return dict(zip(distinct, encoded, strict=True))
+    return dict(zip(distinct, batch_token_ids(tokenizer, distinct), strict=True))
 
 
 class TokenCache:

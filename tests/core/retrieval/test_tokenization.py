@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 
 from baleen_core.config import default_backbone
 from baleen_core.retrieval import FliprTokenizer
+from baleen_core.retrieval.tokenization import batch_token_ids
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +144,13 @@ def test_doc_tokens_pad_exactly_as_one_document_at_a_time(hf_tokenizer):
         assert batch.score_mask[row, :n].tolist() == alone.score_mask[0].tolist() and not batch.score_mask[row, n:].any()
         assert int(batch.attention_mask[row].sum()) == n
     assert tokens.doclens.tolist() == [int(tok.docs([t]).score_mask.sum()) for t in texts]
+
+
+def test_batch_token_ids_match_the_tokenizer_in_one_thread_or_several(hf_tokenizer):
+    texts = [f"Ångström {i} | [unused1] a café, in Leeds; pages {i * 7}." for i in range(40)] + ["", "word " * 300]
+    expected = hf_tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    hf_tokenizer(texts[:2], truncation=True, max_length=5, padding="max_length")  # leaves its backend truncating and padding
+    assert batch_token_ids(hf_tokenizer, texts, threads=1) == expected
+    hf_tokenizer(texts[:2], truncation=True, max_length=5, padding="max_length")
+    assert batch_token_ids(hf_tokenizer, texts, threads=3, min_texts=4) == expected  # 3 threads, order kept
+    assert batch_token_ids(hf_tokenizer, []) == []
