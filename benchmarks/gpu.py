@@ -6,9 +6,10 @@ comes in a carry folder that ``benchmarks/gpu_carry.sh`` builds here (under 64 M
 (fp16 safetensors), the wheels of pydantic and bm25s, and hover-mini already ingested and resolved
 with the project's own readers, splitter and claim resolver (Parquet in the store's schemas). The
 index uses the ``fp16`` codec with k-means and nearest-centroid search in torch on the device, so
-faiss is never imported. The glue the Prefect tasks do through the store (claims + gold facts →
-engine inputs, hop labels → training examples, verdicts → claim metric rows) is done here in memory
-by small functions named after the task code they mirror.
+faiss is never imported. Hop labels become training examples and verdicts become claim metric
+rows through the same ``baleen_core`` functions the Prefect tasks call on what they read from the
+store (``label_row``, ``flipr_examples``, ``labelled_hops``, ``baleen_core.verdicts``); here their
+inputs come from memory.
 
 What it measures, written as JSON to ``--out`` after every section (a run cut short keeps what it
 finished):
@@ -80,7 +81,7 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
-from baleen_core.condensing import READER_LABELS, PassageSentences, Sentence, SequenceModel  # noqa: E402
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel  # noqa: E402
 from baleen_core.condensing.calibration import choose_threshold, threshold_trial  # noqa: E402
 from baleen_core.config import (  # noqa: E402
     BaleenConfig,
@@ -99,7 +100,6 @@ from baleen_core.config import (  # noqa: E402
 )
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds  # noqa: E402
 from baleen_core.held_out import held_out_training_claims, split_held_out  # noqa: E402
-from baleen_core.metrics import gold_funnel, score_claim  # noqa: E402
 from baleen_core.profiling import profile_call  # noqa: E402
 from baleen_core.results import git_commit, machine_description, majority_class, paired_results, system_results  # noqa: E402
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher, passage_text  # noqa: E402
@@ -108,18 +108,20 @@ from baleen_core.retrieval.fusion import hop_retriever  # noqa: E402
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec  # noqa: E402
 from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
-    LabelledHop,
     ReaderClaim,
+    labelled_hops,
     reader_examples,
+    select_hops,
     stage1_examples,
     stage2_examples,
     train_reader,
     train_stage1,
     train_stage2,
 )
-from baleen_core.training.flipr_trainer import FliprExample, train_flipr  # noqa: E402
-from baleen_core.training.hop_ordering import ClaimGold, HopLabel, claims_from_rows, order_hops, round_statistics  # noqa: E402
+from baleen_core.training.flipr_trainer import flipr_examples, train_flipr  # noqa: E402
+from baleen_core.training.hop_ordering import ClaimGold, claims_from_rows, label_row, order_hops, round_statistics  # noqa: E402
 from baleen_core.training.reader_augmentation import reader_training_sets  # noqa: E402
+from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows  # noqa: E402
 
 #: Modules that must never be imported: the GPU machine does not have them (and the science
 #: package must not need them). Checked at the end of every run.
@@ -388,52 +390,17 @@ def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig
 # ---- training: the training flow in memory -------------------------------------------------
 
 
-def label_round(ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: int, previous: Sequence[HopLabel] | None) -> tuple[list[HopLabel], dict]:
-    """Latent hop ordering over the training claims with ``ranker`` (tasks/labels.py)."""
+def label_round(ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: int, previous: Sequence[dict] | None) -> tuple[list[dict], dict]:
+    """Latent hop ordering over the training claims with ``ranker`` (tasks/labels.py): its
+    ``hop_labels`` rows and the round's record."""
     started = time.perf_counter()
     labels = [label for claim in gold for label in order_hops(claim, ranker, config.depth, config.n_negatives)]
-    before = None if previous is None else {(p.uid, p.hop): p.positive_pid for p in previous}
+    before = None if previous is None else {(p["uid"], p["hop"]): p["positive_pid"] for p in previous}
     seconds = time.perf_counter() - started
     record = {"round": number, "labeller": ranker.name, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
               "claims_per_s": round(len(gold) / max(seconds, 1e-9), 2), "by_hop": round_statistics(labels, before)}
     log(f"label round {number} ({ranker.name}): {len(labels)} hop labels in {seconds:.1f} s")
-    return labels, record
-
-
-def flipr_examples(labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, limit: int | None) -> list[FliprExample]:
-    """One example per labelled hop (tasks/training.py's ``flipr_examples``): the claim's gold
-    passages are no in-batch negatives of its queries."""
-    return [
-        FliprExample(
-            claims.rows[h.uid]["claim"], tuple(h.context_facts), corpus.texts[h.positive_pid], tuple(corpus.texts[p] for p in h.negative_pids),
-            frozenset(corpus.texts[pid] for pid in claims.gold_pids([h.uid]) if pid in corpus.texts),
-        )
-        for h in labels[:limit]
-    ]
-
-
-def labelled_hops(labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, negatives: int, max_hops: int | None = None, max_claims: int | None = None) -> list[LabelledHop]:
-    """The hops with the texts the condensers read (tasks/condensing.py's ``labelled_hops``): the
-    positive passage, the first ``negatives`` hard negatives, the context as the gold sentences of
-    earlier positives. Only the first ``max_hops`` hops, or the hops of the first ``max_claims`` claims."""
-    rows = list(labels[:max_hops])
-    if max_claims is not None:
-        keep = set(sorted({h.uid for h in rows})[:max_claims])
-        rows = [h for h in rows if h.uid in keep]
-    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (a passage without text: nothing to score)
-    hops = []
-    for h in rows:
-        claim, gold = claims.rows[h.uid], frozenset(claims.gold.get(h.uid, ()))
-        context = tuple(s for pid in h.context_pids for s in corpus.passages.get(pid, empty(pid)).sentences if s.key in gold)
-        hops.append(
-            LabelledHop(
-                uid=h.uid, claim=claim["claim"], label=claim["label"], hop=h.hop, context=context,
-                positive=corpus.passages.get(h.positive_pid, empty(h.positive_pid)),
-                negatives=tuple(corpus.passages.get(p, empty(p)) for p in h.negative_pids[:negatives]),
-                gold=gold,
-            )
-        )
-    return hops
+    return [label_row(label, number, ranker.name) for label in labels], record
 
 
 def training_record(history: Sequence[dict], examples: int, held_out: int, prepare_seconds: float, train_seconds: float, epochs: int, batch_size: int) -> dict:
@@ -501,7 +468,7 @@ class Finished:
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.root / f"{name}.json")
 
-    def labels(self, name: str, make: Callable[[], tuple[list[HopLabel], dict]]) -> tuple[list[HopLabel], dict]:
+    def labels(self, name: str, make: Callable[[], tuple[list[dict], dict]]) -> tuple[list[dict], dict]:
         if (record := self._record(name)) is not None:
             log(f"{name}: finished by an earlier run, loaded from {self.root}")
             return pickle.loads((self.root / f"{name}.pkl").read_bytes()), record
@@ -531,17 +498,18 @@ class Trained:
     stage1: SequenceModel
     stage2: SequenceModel
     reader: SequenceModel
-    condenser_labels: list[HopLabel]
+    condenser_labels: list[dict]  # hop_labels rows
     context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
 
 
-def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, number: int, work: Path, finished: Finished) -> tuple[Flipr, dict]:
+def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, number: int, work: Path, finished: Finished) -> tuple[Flipr, dict]:
     """tasks/training.py's ``train_flipr_on_labels``: a fresh FLIPR from the backbone, trained in place."""
     flipr = Flipr.load(config.retriever)
 
     def train() -> dict:
         started = time.perf_counter()
-        examples = flipr_examples(labels, claims, corpus, config.training.flipr.max_examples)
+        claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
+        examples = flipr_examples(labels, claim_text, corpus.texts, config.training.flipr.max_examples)
         prepare = time.perf_counter() - started
         history, seconds = fit(f"flipr-r{number}", lambda d: train_flipr(flipr, examples, config.training.flipr, d), work)
         return training_record(history, len(examples), 0, prepare, seconds, config.training.flipr.epochs, config.training.flipr.batch_size)
@@ -552,7 +520,7 @@ def train_flipr_round(config: BaleenConfig, labels: Sequence[HopLabel], claims: 
 
 
 def train_condensers_and_reader(
-    config: BaleenConfig, labels: Sequence[HopLabel], claims: Claims, corpus: Corpus, retriever, work: Path, finished: Finished
+    config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, retriever, work: Path, finished: Finished
 ) -> tuple[tuple[SequenceModel, ...], dict]:
     """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → the engine with
     ``retriever`` and no reader over the held-out training claims → reader (on their final facts
@@ -564,10 +532,11 @@ def train_condensers_and_reader(
     reader = SequenceModel.reader_to_train(reader_config, cfg3.seed)
 
     def stage1_set() -> list:
-        return stage1_examples(labelled_hops(labels, claims, corpus, cfg1.negative_passages, max_hops=cfg1.max_examples), cfg1)
+        return stage1_examples(labelled_hops(select_hops(labels, cfg1.max_examples), claims.rows, claims.gold, corpus.passages, cfg1.negative_passages), cfg1)
 
     def stage2_set() -> list:  # the trained stage 1 ranks each hop's sentences
-        return stage2_examples(stage1, labelled_hops(labels, claims, corpus, cfg2.negative_passages, max_hops=cfg2.max_examples), condenser, cfg2)
+        hops = labelled_hops(select_hops(labels, cfg2.max_examples), claims.rows, claims.gold, corpus.passages, cfg2.negative_passages)
+        return stage2_examples(stage1, hops, condenser, cfg2)
 
     calibration: dict = {}
 
@@ -687,32 +656,6 @@ def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict
     }
 
 
-def claim_metric_rows(system: str, verdicts: Sequence[Verdict], claims: Claims, depth: int) -> list[dict]:
-    """tasks/evaluation.py's ``claim_metric_rows``, from the verdicts instead of their
-    ``predictions`` and ``hop_traces`` rows: HoVer's metrics and the gold funnel per claim."""
-    rows = []
-    for v in verdicts:
-        claim, gold = claims.rows[v.uid], claims.gold[v.uid]
-        facts = [(s.pid, s.sid) for s, _ in v.facts]
-        label = READER_LABELS[int(v.prob_supported > 0.5)]
-        stage1 = [s.pid for hop in v.hops for s, _ in hop.stage1_top]
-        first_hop = {pid: hop.hop for hop in v.hops for pid in hop.pool}  # the hop that added it to the pool
-        rows.append(
-            {
-                "system": system,
-                "uid": v.uid,
-                "num_hops": int(claim["num_hops"]),
-                "gold_label": claim["label"],
-                "label": label,
-                "depth": depth,
-                **score_claim(facts, v.retrieved_pids, v.pool, gold, int(claim["num_hops"]), label, claim["label"], depth),
-                "gold_first_hop": [first_hop.get(pid) for pid in sorted({pid for pid, _ in gold})],
-                **gold_funnel(v.retrieved_pids, stage1, facts, gold),
-            }
-        )
-    return rows
-
-
 def engine_section(
     config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str], save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False
 ) -> tuple[dict, dict]:
@@ -734,7 +677,8 @@ def engine_section(
     metric_rows, speeds, verdicts_of = {}, {}, {}
     for system in systems:
         verdicts_of[system], speeds[system] = run_engine(system, retrievers[system](), trained, config, claims, corpus, dev)
-        metric_rows[system] = claim_metric_rows(system, verdicts_of[system], claims, config.evaluation.depth)
+        verdicts = verdicts_of[system]
+        metric_rows[system] = claim_metric_rows(prediction_rows(system, verdicts), trace_rows(system, verdicts), claims.rows, claims.gold, config.evaluation.depth)
         log(f"engine · {system}: {speeds[system]}")
     ev = config.evaluation
     main = "baleen" if "baleen" in metric_rows else systems[0]

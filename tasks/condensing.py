@@ -24,7 +24,10 @@ from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     ReaderClaim,
+    labelled_hop_pids,
+    labelled_hops,
     reader_examples,
+    select_hops,
     stage1_examples,
     stage2_examples,
     stage2_ranked_hops,
@@ -34,7 +37,7 @@ from baleen_core.training.condenser_trainer import (
 )
 from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
-from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_bm25
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, readable, run_logger
@@ -61,7 +64,7 @@ def passages_by_pid(store: ArtifactStore, passages: ArtifactRef, sentences: Arti
     return found
 
 
-def labelled_hops(
+def read_labelled_hops(
     store: ArtifactStore,
     labels: ArtifactRef,
     claims: ArtifactRef,
@@ -72,35 +75,12 @@ def labelled_hops(
     max_hops: int | None = None,
     max_claims: int | None = None,
 ) -> list[LabelledHop]:
-    """The label round's hops with the texts the condensers read: the positive passage, the first
-    ``negatives`` hard negatives, the context as gold sentences of earlier positives. Only the
-    first ``max_hops`` rows, or the hops of the first ``max_claims`` claims by uid, are read in full."""
-    rows = store.read_table(labels, ["uid", "hop", "context_pids", "positive_pid", "negative_pids"]).to_pylist()[:max_hops]
-    if max_claims is not None:
-        keep = set(sorted({r["uid"] for r in rows})[:max_claims])
-        rows = [r for r in rows if r["uid"] in keep]
+    """:func:`baleen_core.training.condenser_trainer.labelled_hops` over the stored label round:
+    only the rows :func:`~baleen_core.training.condenser_trainer.select_hops` keeps are read in full."""
+    rows = select_hops(store.read_table(labels, ["uid", "hop", "context_pids", "positive_pid", "negative_pids"]).to_pylist(), max_hops, max_claims)
     claim_rows = {c["uid"]: c for c in store.read_table(claims, ["uid", "claim", "label"]).to_pylist()}
-    gold = gold_fact_sets(store, gold_facts)
-    needed = {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"][:negatives]} | {p for r in rows for p in r["context_pids"]}
-    texts = passages_by_pid(store, passages, sentences, needed)
-    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (a passage without text: nothing to score)
-    hops = []
-    for r in rows:
-        claim_gold = frozenset(gold.get(r["uid"], ()))
-        context = tuple(s for pid in r["context_pids"] for s in texts.get(pid, empty(pid)).sentences if s.key in claim_gold)
-        hops.append(
-            LabelledHop(
-                uid=r["uid"],
-                claim=claim_rows[r["uid"]]["claim"],
-                label=claim_rows[r["uid"]]["label"],
-                hop=r["hop"],
-                context=context,
-                positive=texts.get(r["positive_pid"], empty(r["positive_pid"])),
-                negatives=tuple(texts.get(p, empty(p)) for p in r["negative_pids"][:negatives]),
-                gold=claim_gold,
-            )
-        )
-    return hops
+    texts = passages_by_pid(store, passages, sentences, labelled_hop_pids(rows, negatives))
+    return labelled_hops(rows, claim_rows, gold_fact_sets(store, gold_facts), texts, negatives)
 
 
 def gold_claims(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, split: str) -> list[GoldClaim]:
@@ -192,7 +172,7 @@ def train_condenser_stage1(
     fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=condenser.start("stage1"), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
+    hops = read_labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     model = SequenceModel.condenser_to_train("stage1", condenser, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_stage1(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint}, params)
@@ -220,7 +200,7 @@ def train_condenser_stage2(
     fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=condenser.start("stage2"), params=params, version=STAGE2_CHECKPOINT.version)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
-    hops = labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
+    hops = read_labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     first = SequenceModel.load("stage1", stage1.path, condenser.device)
     with Progress(stage2_ranked_hops(hops, config), f"Condenser stage 2, round-{round_number} labels: stage-1 candidates", unit="hop") as progress:
         examples = stage2_examples(first, hops, condenser, config, on_ranked=progress.update)

@@ -22,15 +22,16 @@ from uuid import UUID
 import pyarrow as pa
 from prefect import task
 
-from baleen_core.condensing import READER_LABELS, SequenceModel
+from baleen_core.condensing import SequenceModel
 from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
-from baleen_core.metrics import FUNNEL, gold_funnel, metric_label, paired_by_hop_count, score_claim, summarize_metrics
+from baleen_core.metrics import FUNNEL, metric_label, paired_by_hop_count, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.retrieval.fusion import hop_retriever
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_core.trace_markdown import literal, render_claim_markdown
+from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
@@ -121,41 +122,14 @@ def _system_inputs(system: str, models: ModelRefs) -> dict[str, str]:
     return {name: ref.fingerprint for name, ref in models.items() if name in used}
 
 
-def _fact_columns(prefix: str, pairs) -> dict:
-    return {f"{prefix}_pids": [s.pid for s, _ in pairs], f"{prefix}_sids": [s.sid for s, _ in pairs], f"{prefix}_scores": [float(x) for _, x in pairs]}
-
-
 def trace_table(system: str, verdicts: Sequence[Verdict]) -> pa.Table:
     """``hop_traces`` rows of one system's verdicts."""
-    traces = [
-        {
-            "system": system,
-            "uid": v.uid,
-            "hop": h.hop,
-            "retrieved_pids": [pid for pid, _ in h.retrieved],
-            "retrieved_scores": [float(score) for _, score in h.retrieved],
-            "pool_pids": list(h.pool),
-            **_fact_columns("stage1", h.stage1_top),
-            **_fact_columns("stage2", h.stage2),
-            **_fact_columns("kept", h.kept),
-            **_fact_columns("evidence", h.evidence),
-        }
-        for v in verdicts
-        for h in v.hops
-    ]
-    return pa.Table.from_pylist(traces, schema=HOP_TRACES.schema)
+    return pa.Table.from_pylist(trace_rows(system, verdicts), schema=HOP_TRACES.schema)
 
 
 def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, pa.Table]:
     """``predictions`` and ``hop_traces`` rows of one system's verdicts (read by the reader)."""
-    predictions = [
-        {
-            "system": system, "uid": v.uid, "hops": len(v.hops), "label": READER_LABELS[int(v.prob_supported > 0.5)], "prob_supported": float(v.prob_supported),
-            **_fact_columns("fact", v.facts),
-        }
-        for v in verdicts
-    ]
-    return pa.Table.from_pylist(predictions, schema=PREDICTIONS.schema), trace_table(system, verdicts)
+    return pa.Table.from_pylist(prediction_rows(system, verdicts), schema=PREDICTIONS.schema), trace_table(system, verdicts)
 
 
 def engine_settings(config: BaleenConfig) -> dict:
@@ -310,45 +284,6 @@ def _gold(store: ArtifactStore, claims: ArtifactRef, gold_facts: ArtifactRef, ui
     columns = ["uid", "claim", "label", "num_hops"]
     rows = store.read_table(claims, columns) if uids is None else store.read_rows(claims, "uid", uids, columns)
     return {r["uid"]: r for r in rows.to_pylist()}, gold_fact_sets(store, gold_facts, uids)
-
-
-def claim_metric_rows(
-    predictions: Sequence[dict], traces: Sequence[dict], claim_rows: Mapping[str, dict], gold: Mapping[str, set[tuple[int, int]]], depth: int
-) -> list[dict]:
-    """``claim_metrics`` rows from ``predictions`` and ``hop_traces`` rows and the gold facts;
-    ``depth`` is the engine's retrieval depth (the pool's size). A gold passage is first retrieved
-    at the hop that added it to the pool (``pool_pids``), the one definition Retrieval@depth uses."""
-    retrieved: dict[str, list[int]] = {}
-    pool: dict[str, list[int]] = {}
-    stage1: dict[str, list[int]] = {}
-    first_hop: dict[str, dict[int, int]] = {}
-    for t in sorted(traces, key=lambda t: (t["uid"], t["hop"])):
-        retrieved.setdefault(t["uid"], []).extend(t["retrieved_pids"])
-        pool.setdefault(t["uid"], []).extend(t["pool_pids"])
-        stage1.setdefault(t["uid"], []).extend(t["stage1_pids"])
-        for pid in t["pool_pids"]:
-            first_hop.setdefault(t["uid"], {}).setdefault(pid, t["hop"])
-    rows = []
-    for p in predictions:
-        claim, claim_gold = claim_rows[p["uid"]], gold[p["uid"]]
-        num_hops = int(claim["num_hops"])
-        facts = list(zip(p["fact_pids"], p["fact_sids"], strict=True))
-        scores = score_claim(facts, retrieved.get(p["uid"], []), pool.get(p["uid"], []), claim_gold, num_hops, p["label"], claim["label"], depth)
-        found = first_hop.get(p["uid"], {})
-        rows.append(
-            {
-                "system": p["system"],
-                "uid": p["uid"],
-                "num_hops": num_hops,
-                "gold_label": claim["label"],
-                "label": p["label"],
-                "depth": depth,
-                **scores,
-                "gold_first_hop": [found.get(pid) for pid in sorted({pid for pid, _ in claim_gold})],
-                **gold_funnel(retrieved.get(p["uid"], []), stage1.get(p["uid"], []), facts, claim_gold),
-            }
-        )
-    return rows
 
 
 @task(name="score-predictions", task_run_name="score · {system}")

@@ -9,7 +9,7 @@ from prefect import task
 
 from baleen_core.config import LabelConfig, SearchConfig
 from baleen_core.held_out import held_out_training_claims
-from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, order_hops, round_statistics
+from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_row, order_hops, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
@@ -35,27 +35,7 @@ def held_out_training_uids(store: ArtifactStore, claims: ArtifactRef, gold_facts
 
 
 def _rows(labels: list[HopLabel], round_number: int, labeller: str) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {
-                "round": round_number,
-                "labeller": labeller,
-                "uid": label.uid,
-                "hop": label.hop,
-                "context_pids": label.context_pids,
-                "context_facts": label.context_facts,
-                "positive_pid": label.positive_pid,
-                "positive_rank": label.positive_rank,
-                "positive_score": label.positive_score,
-                "negative_pids": label.negative_pids,
-                "remaining_gold_pids": list(label.remaining_gold),
-                "remaining_gold_ranks": list(label.remaining_gold.values()),
-                "reached": label.reached,
-            }
-            for label in labels
-        ],
-        schema=HOP_LABELS.schema,
-    )
+    return pa.Table.from_pylist([label_row(label, round_number, labeller) for label in labels], schema=HOP_LABELS.schema)
 
 
 @task(name="label-round", task_run_name="label-round · r{round_number} · {labeller}", tags=[GPU_TAG])

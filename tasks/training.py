@@ -12,7 +12,7 @@ from prefect import task
 from baleen_core.config import FliprTrainingConfig, RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, passage_text
 from baleen_core.retrieval.recall import gold_recall
-from baleen_core.training.flipr_trainer import FliprExample, train_flipr
+from baleen_core.training.flipr_trainer import FliprExample, flipr_example_pids, flipr_examples, train_flipr
 from baleen_core.training.loop import STATE_FILE, STEPS_FILE
 from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
@@ -23,26 +23,15 @@ from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, readable, run_logger
 
 
-def flipr_examples(
+def read_flipr_examples(
     store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None
 ) -> list[FliprExample]:
-    """One example per labelled hop: claim + context facts, the positive's text, the negatives' texts."""
+    """:func:`baleen_core.training.flipr_trainer.flipr_examples` over the stored label round."""
     rows = store.read_table(labels, ["uid", "hop", "context_facts", "context_pids", "positive_pid", "negative_pids", "remaining_gold_pids"]).to_pylist()
-    gold: dict[str, set[int]] = {}
-    for r in rows:  # every hop of a claim names its gold passages: those found before it and those left
-        gold.setdefault(r["uid"], set()).update(r["context_pids"], r["remaining_gold_pids"])
-    rows = rows[:limit]
     claim_text = {c["uid"]: c["claim"] for c in store.read_table(claims, ["uid", "claim"]).to_pylist()}
-    needed = {p for r in rows for p in gold[r["uid"]]} | {p for r in rows for p in r["negative_pids"]}
-    table = store.passage_texts(passages, sentences, pids=sorted(needed))
+    table = store.passage_texts(passages, sentences, pids=sorted(flipr_example_pids(rows, limit)))
     text = {pid: passage_text(t, x) for pid, t, x in zip(*(table.column(c).to_pylist() for c in ("pid", "title", "text")), strict=True)}
-    return [
-        FliprExample(
-            claim_text[r["uid"]], tuple(r["context_facts"]), text[r["positive_pid"]], tuple(text[p] for p in r["negative_pids"]),
-            frozenset(text[p] for p in gold[r["uid"]] if p in text),
-        )
-        for r in rows
-    ]
+    return flipr_examples(rows, claim_text, text, limit)
 
 
 def loss_plot(history: list[dict], title: str) -> bytes:
@@ -99,7 +88,7 @@ def train_flipr_on_labels(
         if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
             logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
             return reused
-        examples = flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
+        examples = read_flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
         flipr = Flipr.load(retriever)
         steps = config.epochs * -(-len(examples) // config.batch_size)
         with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:

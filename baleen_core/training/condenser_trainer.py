@@ -23,7 +23,7 @@ passages, and the claim's whole gold fact set.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +75,48 @@ class ReaderExample:
     facts: tuple[str, ...]
     label: int  # index into READER_LABELS
 
+
+
+def select_hops(rows: Sequence[Mapping], max_hops: int | None = None, max_claims: int | None = None) -> list[Mapping]:
+    """The first ``max_hops`` label rows, or the rows of the first ``max_claims`` claims by uid."""
+    rows = list(rows[:max_hops])
+    if max_claims is not None:
+        keep = set(sorted({r["uid"] for r in rows})[:max_claims])
+        rows = [r for r in rows if r["uid"] in keep]
+    return rows
+
+
+def labelled_hop_pids(rows: Sequence[Mapping], negatives: int) -> set[int]:
+    """The passages :func:`labelled_hops` reads: positives, the first ``negatives`` hard
+    negatives and the passages of the context."""
+    return {r["positive_pid"] for r in rows} | {p for r in rows for p in r["negative_pids"][:negatives]} | {p for r in rows for p in r["context_pids"]}
+
+
+def labelled_hops(
+    rows: Sequence[Mapping], claims: Mapping[str, Mapping], gold: Mapping[str, set[tuple[int, int]]], passages: Mapping[int, PassageSentences], negatives: int
+) -> list[LabelledHop]:
+    """The label round's hops (``hop_labels`` rows) with the texts the condensers read: the
+    positive passage, the first ``negatives`` hard negatives, the context as the gold sentences
+    of earlier positives. ``claims``: ``claim`` and ``label`` by uid; ``passages``: at least
+    :func:`labelled_hop_pids` (one missing has no text: nothing to score)."""
+    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731
+    hops = []
+    for r in rows:
+        claim_gold = frozenset(gold.get(r["uid"], ()))
+        context = tuple(s for pid in r["context_pids"] for s in passages.get(pid, empty(pid)).sentences if s.key in claim_gold)
+        hops.append(
+            LabelledHop(
+                uid=r["uid"],
+                claim=claims[r["uid"]]["claim"],
+                label=claims[r["uid"]]["label"],
+                hop=r["hop"],
+                context=context,
+                positive=passages.get(r["positive_pid"], empty(r["positive_pid"])),
+                negatives=tuple(passages.get(p, empty(p)) for p in r["negative_pids"][:negatives]),
+                gold=claim_gold,
+            )
+        )
+    return hops
 
 def contrastive_ce(scores: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
     """Mean over positives p of ``-log softmax([s_p, s_negatives])[0]``; 0 when there are no

@@ -14,7 +14,7 @@ Checkpoints, resume and the optimizer come from :mod:`baleen_core.training.loop`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,36 @@ class FliprExample:
     positive: str
     negatives: tuple[str, ...]
     gold: frozenset[str] = frozenset()  # texts of every gold passage of the claim (the positive included)
+
+
+def claim_gold_pids(rows: Sequence[Mapping]) -> dict[str, set[int]]:
+    """Every claim's gold passages, from its ``hop_labels`` rows: each hop names those found
+    before it (``context_pids``), its own (``positive_pid``) and those left (``remaining_gold_pids``)."""
+    gold: dict[str, set[int]] = {}
+    for r in rows:
+        gold.setdefault(r["uid"], set()).update(r["context_pids"], [r["positive_pid"]], r["remaining_gold_pids"])
+    return gold
+
+
+def flipr_example_pids(rows: Sequence[Mapping], limit: int | None = None) -> set[int]:
+    """The passages whose texts :func:`flipr_examples` reads for the first ``limit`` rows."""
+    gold = claim_gold_pids(rows)
+    return {p for r in rows[:limit] for p in (*gold[r["uid"]], *r["negative_pids"])}
+
+
+def flipr_examples(rows: Sequence[Mapping], claim_text: Mapping[str, str], passage_text: Mapping[int, str], limit: int | None = None) -> list[FliprExample]:
+    """One example per labelled hop (``hop_labels`` rows, the first ``limit``): claim + context
+    facts, the positive's text, the negatives' texts, and the texts of every gold passage of the
+    claim, which are never in-batch negatives of its queries. ``passage_text``: ``title | text``
+    by pid, of at least :func:`flipr_example_pids`."""
+    gold = claim_gold_pids(rows)
+    return [
+        FliprExample(
+            claim_text[r["uid"]], tuple(r["context_facts"]), passage_text[r["positive_pid"]], tuple(passage_text[p] for p in r["negative_pids"]),
+            frozenset(passage_text[p] for p in gold[r["uid"]] if p in passage_text),
+        )
+        for r in rows[:limit]
+    ]
 
 
 def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negatives: int) -> torch.Tensor:

@@ -75,6 +75,25 @@ class HopLabel:
         return self.positive_rank is not None
 
 
+
+def label_row(label: HopLabel, round_number: int, labeller: str) -> dict:
+    """A hop label as a ``hop_labels`` row (what the condensers' and FLIPR's examples read)."""
+    return {
+        "round": round_number,
+        "labeller": labeller,
+        "uid": label.uid,
+        "hop": label.hop,
+        "context_pids": label.context_pids,
+        "context_facts": label.context_facts,
+        "positive_pid": label.positive_pid,
+        "positive_rank": label.positive_rank,
+        "positive_score": label.positive_score,
+        "negative_pids": label.negative_pids,
+        "remaining_gold_pids": list(label.remaining_gold),
+        "remaining_gold_ranks": list(label.remaining_gold.values()),
+        "reached": label.reached,
+    }
+
 def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives: int = 8) -> list[HopLabel]:
     """Assign the claim's gold passages to hops with ``ranker`` (see the module docstring)."""
     remaining = list(gold.passages)

@@ -1,0 +1,36 @@
+"""Training examples from hop_labels rows, the same for the pipeline and the GPU benchmark."""
+
+from __future__ import annotations
+
+from baleen_core.condensing import PassageSentences, Sentence
+from baleen_core.training.condenser_trainer import labelled_hop_pids, labelled_hops, select_hops
+from baleen_core.training.flipr_trainer import flipr_example_pids, flipr_examples
+
+ROWS = [  # claim a: gold passages 1 then 2; claim b: gold passage 5
+    {"uid": "a", "hop": 1, "context_pids": [], "context_facts": [], "positive_pid": 1, "negative_pids": [7, 8, 9], "remaining_gold_pids": [2]},
+    {"uid": "a", "hop": 2, "context_pids": [1], "context_facts": ["P1 | one."], "positive_pid": 2, "negative_pids": [8], "remaining_gold_pids": []},
+    {"uid": "b", "hop": 1, "context_pids": [], "context_facts": [], "positive_pid": 5, "negative_pids": [9], "remaining_gold_pids": []},
+]
+TEXT = {pid: f"P{pid} | text {pid}" for pid in (1, 2, 5, 7, 8, 9)}
+
+
+def test_flipr_examples_keep_a_claims_gold_out_of_its_negatives():
+    examples = flipr_examples(ROWS, {"a": "claim a", "b": "claim b"}, TEXT, limit=2)
+    assert len(examples) == 2 and examples[1].context == ("P1 | one.",) and examples[1].positive == TEXT[2]
+    assert examples[0].negatives == (TEXT[7], TEXT[8], TEXT[9])
+    assert examples[0].gold == examples[1].gold == frozenset({TEXT[1], TEXT[2]})  # from every row of the claim, not only the first two
+    assert flipr_example_pids(ROWS, limit=2) == {1, 2, 7, 8, 9} and flipr_example_pids(ROWS) == {1, 2, 5, 7, 8, 9}
+
+
+def test_labelled_hops_read_gold_context_sentences_and_cut_negatives():
+    passages = {pid: PassageSentences(pid, f"P{pid}", (Sentence(pid, 0, f"P{pid}", "first."), Sentence(pid, 1, f"P{pid}", "second."))) for pid in (1, 2, 5, 7, 8)}
+    claims = {"a": {"claim": "claim a", "label": "SUPPORTED"}, "b": {"claim": "claim b", "label": "NOT_SUPPORTED"}}
+    gold = {"a": {(1, 1), (2, 0)}, "b": {(5, 0)}}
+    rows = select_hops(ROWS, max_claims=1)
+    assert [r["uid"] for r in rows] == ["a", "a"] and select_hops(ROWS, max_hops=1) == ROWS[:1]
+    assert labelled_hop_pids(rows, negatives=1) == {1, 2, 7, 8}
+    first, second = labelled_hops(rows, claims, gold, passages, negatives=1)
+    assert [p.pid for p in first.negatives] == [7] and first.context == () and first.label == "SUPPORTED"
+    assert [s.key for s in second.context] == [(1, 1)]  # only the gold sentence of the earlier positive
+    (b,) = labelled_hops(ROWS[2:], claims, gold, passages, negatives=2)
+    assert [p.sentences for p in b.negatives] == [()]  # passage 9 has no text: nothing to score
