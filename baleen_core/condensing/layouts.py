@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from baleen_core.retrieval.tokenization import batch_token_ids, fact_text
+from baleen_core.retrieval.tokenization import batch_token_ids, fact_text, group_ranks, right_padded
 
 
 def share_budget(lengths: Sequence[int], budget: int) -> list[int]:
@@ -157,7 +157,7 @@ class TokenCache:
         before reach the tokenizer, in one batched call."""
         distinct = list(dict.fromkeys(texts))
         missing = [t for t in distinct if t not in self._ids]
-        fresh = dict(zip(missing, map(tuple, token_ids(self.tokenizer, missing).values()), strict=True)) if missing else {}
+        fresh = dict(zip(missing, map(tuple, batch_token_ids(self.tokenizer, missing)), strict=True))
         self.tokenized += len(missing)
         found = {t: fresh[t] if t in fresh else self._ids[t] for t in distinct}
         for text, ids in found.items():
@@ -260,11 +260,8 @@ def pad_windows(windows: Sequence[Window], pad_id: int, pool_spans: bool = False
     ``pool_spans``, the mean-pooling weights of every item span and query span too. Built with
     array operations over all windows at once (no Python work per token or span: the engine pads
     tens of thousands of windows per hop)."""
-    lengths = _lengths(w.input_ids for w in windows)
-    width = int(lengths.max(initial=0))
-    filled = np.arange(width) < lengths[:, None]
-    input_ids = np.full((len(windows), width), pad_id, dtype=np.int64)
-    input_ids[filled] = _flat(w.input_ids for w in windows)
+    input_ids, filled = right_padded(_flat(w.input_ids for w in windows), _lengths(w.input_ids for w in windows), pad_id)
+    width = input_ids.shape[1]
     n_scored = _lengths(w.positions for w in windows)
     rows = np.repeat(np.arange(len(windows)), n_scored)
     batch = PaddedBatch(
@@ -276,15 +273,15 @@ def pad_windows(windows: Sequence[Window], pad_id: int, pool_spans: bool = False
         span_lengths = spans[:, 1] - spans[:, 0]
         # one entry per pooled token: (window, item slot, column) and the weight 1 / span length
         token_row = np.repeat(np.repeat(np.arange(len(windows)), n_spans), span_lengths)
-        token_slot = np.repeat(_ranks(n_spans), span_lengths)
-        token_col = np.repeat(spans[:, 0], span_lengths) + _ranks(span_lengths)
+        token_slot = np.repeat(group_ranks(n_spans), span_lengths)
+        token_col = np.repeat(spans[:, 0], span_lengths) + group_ranks(span_lengths)
         item_pool = np.zeros((len(windows), int(n_spans.max(initial=0)) or 1, width), dtype=np.float32)
         item_pool[token_row, token_slot, token_col] = np.repeat(1.0 / np.maximum(span_lengths, 1), span_lengths)
         query_end = np.fromiter((w.query_end for w in windows), dtype=np.int64, count=len(windows))
         in_query = (np.arange(width) >= 1) & (np.arange(width) < query_end[:, None])
         batch.item_pool = torch.from_numpy(item_pool)
         batch.query_pool = torch.from_numpy((in_query / np.maximum(query_end - 1, 1)[:, None]).astype(np.float32))
-        batch.slots = torch.from_numpy(_ranks(n_scored))
+        batch.slots = torch.from_numpy(group_ranks(n_scored))
     return batch
 
 
@@ -294,9 +291,3 @@ def _lengths(sequences) -> np.ndarray:
 
 def _flat(sequences) -> np.ndarray:
     return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64)
-
-
-def _ranks(counts: np.ndarray) -> np.ndarray:
-    """0, 1, …, counts[0] − 1, 0, 1, …, counts[1] − 1, …: each element's rank inside its group."""
-    total = int(counts.sum())
-    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)

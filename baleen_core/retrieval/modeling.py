@@ -155,8 +155,7 @@ class Flipr:
 
     def _encode_docs(self, batch: DocBatch) -> torch.Tensor:
         """Token embeddings ``[B, L, dim]`` in the encoder's working precision (fp16 on a GPU)."""
-        pinned = self.device.type == "cuda"
-        ids, attention = (to_device(t, self.device, pinned) for t in (batch.input_ids, batch.attention_mask))
+        ids, attention = (to_device(t, self.device) for t in (batch.input_ids, batch.attention_mask))
         with self._autocast():
             return self.encoder(ids, attention)
 
@@ -189,7 +188,7 @@ class Flipr:
             batch = tokens.batch(order[start:end], self.tokenizer.pad_id)
             scored = torch.from_numpy(np.flatnonzero(batch.score_mask.numpy()))
             embs = self._encode_docs(batch)
-            parts.append(embs.reshape(-1, embs.shape[-1]).index_select(0, to_device(scored, self.device, self.device.type == "cuda")).to(torch.float16))
+            parts.append(embs.reshape(-1, embs.shape[-1]).index_select(0, to_device(scored, self.device)).to(torch.float16))
             if on_batch is not None:
                 on_batch(end - start)
         doclens = tokens.doclens
@@ -200,7 +199,7 @@ class Flipr:
         sorted_start[order] = np.concatenate([[0], np.cumsum(doclens[order])[:-1]])
         input_start = np.concatenate([[0], np.cumsum(doclens)[:-1]])
         gather = np.repeat(sorted_start - input_start, doclens) + np.arange(int(doclens.sum()))
-        embeddings = torch.cat(parts).index_select(0, to_device(torch.from_numpy(gather), self.device, self.device.type == "cuda"))
+        embeddings = torch.cat(parts).index_select(0, to_device(torch.from_numpy(gather), self.device))
         return embeddings.cpu().numpy(), doclens
 
 
@@ -226,11 +225,11 @@ def batch_limits(device: torch.device, batch_size: int, gpu_batch_tokens: int | 
     return batch_size, None
 
 
-def to_device(tensor: torch.Tensor, device: torch.device, pinned: bool = False) -> torch.Tensor:
-    """``tensor`` on ``device``; ``pinned``: through page-locked memory, asynchronously (a GPU)."""
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``; from the host to a GPU through page-locked memory, asynchronously."""
     if tensor.device == device:
         return tensor
-    if pinned:
+    if device.type == "cuda" and tensor.device.type == "cpu":
         return tensor.pin_memory().to(device, non_blocking=True)
     return tensor.to(device)
 

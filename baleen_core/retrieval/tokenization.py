@@ -23,8 +23,8 @@ from __future__ import annotations
 import itertools
 import os
 import string
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,15 +92,26 @@ class DocTokens:
         """Documents ``rows``, in that order, right-padded to the longest of them (no Python loop
         per document: one gather of the flat ids)."""
         lengths = self.lengths[rows]
-        width = int(lengths.max(initial=0))
-        filled = np.arange(width) < lengths[:, None]
-        # flat position of every real token, row by row: its document's start + its column
-        source = np.repeat(self.offsets[rows], lengths) + (np.flatnonzero(filled) % max(width, 1))
-        ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-        ids[filled] = self.ids[source]
-        scored = np.zeros((len(rows), width), dtype=bool)
-        scored[filled] = self.scored[source]
-        return DocBatch(torch.from_numpy(ids), torch.from_numpy(filled.astype(np.int64)), torch.from_numpy(scored))
+        source = np.repeat(self.offsets[rows], lengths) + group_ranks(lengths)  # each real token's flat position
+        ids, filled = right_padded(self.ids[source], lengths, pad_id)
+        scored, _ = right_padded(self.scored[source], lengths, False)
+        return DocBatch(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(filled.astype(np.int64)), torch.from_numpy(scored))
+
+
+def group_ranks(counts: np.ndarray) -> np.ndarray:
+    """0, 1, …, counts[0] − 1, 0, 1, …, counts[1] − 1, …: each element's rank inside its group."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def right_padded(values: np.ndarray, lengths: np.ndarray, fill) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``lengths[i]`` values, taken in order from the flat ``values``, right-padded with
+    ``fill`` to the longest: ``(padded [N, width], filled [N, width] bool)``."""
+    width = int(lengths.max(initial=0))
+    filled = np.arange(width) < lengths[:, None]
+    padded = np.full((len(lengths), width), fill, dtype=values.dtype)
+    padded[filled] = values
+    return padded, filled
 
 
 #: Texts per thread below which one call tokenizes them all (threads cost more than they save).
@@ -113,9 +124,8 @@ def batch_token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], th
     A fast tokenizer's Rust backend is called directly (transformers' per-text conversion of its
     output cost as much again) and, for many texts, from several threads at once: the backend
     releases the GIL, so this parallelises even with ``TOKENIZERS_PARALLELISM=false``, which the
-    project sets to keep Prefect's workers fork-safe. ``threads`` defaults to the CPUs, at most 8.
-    Tokenizing the 31,235 hover-mini passages took 4.0 s through ``tokenizer(...)`` and 1.65 s
-    here on 2 cores (docs/benchmarks.md)."""
+    project sets to keep Prefect's workers fork-safe. ``threads`` defaults to the CPUs, at most 8
+    (the hover-mini passages, timed both ways: docs/benchmarks.md, "On a GPU")."""
     texts = list(texts)
     if not texts:
         return []
