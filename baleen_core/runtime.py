@@ -35,8 +35,9 @@ SAFE_DEFAULTS: dict[str, str] = {
 #: Set only for runs that report to a server the user named (PREFECT_API_URL): a heartbeat every
 #: 30 s (Prefect's default is 180), for the deployments' automation that marks a run of ours
 #: Crashed after 4 missed ones (baleen_tasks.policies.ensure_zombie_detection). A temporary
-#: server dies with its command and has no automation; and every flow run that beats waits up to
-#: a second for its heartbeat thread when it ends, seconds on a command of small steps.
+#: server dies with its command and has no automation: there heartbeats are off
+#: (baleen_flows.temporary_server), because every flow run that beats waits up to a second for
+#: its heartbeat thread when it ends, seconds on a command of small steps.
 SERVER_DEFAULTS: dict[str, str] = {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30"}
 
 

@@ -42,8 +42,11 @@ def hover_mini() -> Path:
 
 @pytest.fixture(scope="session")
 def prefect_server():
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    # the same startup budget as the CLI's (baleen_core.runtime), raised by exporting it on a busy machine
+    # the same startup budget as the CLI's (baleen_core.runtime), raised by exporting it on a busy
+    # machine; and no heartbeats, as on the CLI's temporary server (each cost a flow run up to 1 s)
     with prefect_test_harness(server_startup_timeout=int(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120"))):
-        yield
+        with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+            yield

@@ -162,3 +162,19 @@ def test_the_temporary_server_runs_no_automation_services_but_still_records_task
 
     assert services() == ["False", "False", "True"]
     assert services(PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED="true") == ["True", "True", "True"]
+
+
+def test_flow_runs_on_the_temporary_server_send_no_heartbeats(tmp_path):
+    """Nothing watches heartbeats on a command's temporary server, and each flow run that beats
+    waits up to a second for its heartbeat thread as it ends: a flow run there has heartbeats
+    off (Prefect's own default would send one every 180 s). Checked in a fresh process, from
+    inside a flow run, as the CLI runs it."""
+    probe = (
+        "from pathlib import Path; from baleen_core.runtime import apply_runtime_defaults; apply_runtime_defaults(); "
+        "from prefect import flow; from prefect.settings import get_current_settings; "
+        "from baleen_flows.temporary_server import prefect_api; "
+        "beats = flow(lambda: get_current_settings().flows.heartbeat_frequency, name='beats'); "
+        f"api = prefect_api(Path({str(tmp_path / 'prefect')!r})); api.__enter__(); print(beats()); api.__exit__(None, None, None)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"BALEEN_HOME": str(tmp_path)}
+    assert subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()[-1] == "None"
