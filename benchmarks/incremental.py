@@ -13,8 +13,16 @@ For each dataset, through the real flows (corpus → index, the claims flow for 
 5. 1% of the passages deleted (none of them a dev claim's gold passage) and the index updated:
    its cost, and how often a deleted passage comes back in the dev searches (must be 0).
 
-Cost ratios are index-flow wall times (the flow as the CLI runs it: plan, encode, merge, gate,
-catalog) over the full rebuild's, in the same run on the same machine.
+Cost ratios are index-flow wall times (the flow as the CLI runs it, on a temporary Prefect
+server: plan, encode, merge, gate, catalog) over the full rebuild's, in the same run on the same
+machine.
+
+On the demo world (``--full-system``, the default there) the same is done with trained models, as
+a user refreshes a trained store: the pipeline (the demo's preset) trains on the base corpus, the
+ten deltas update every index a refresh updates (the untrained and the trained FLIPR's), and the
+full system is evaluated on the dev claims twice, on the updated trained index and on a full
+rebuild of it: its Retrieval@100 (evaluation depth 100) with intervals and paired, and the
+top-25 overlap of the trained FLIPR's claim searches.
 
     python benchmarks/incremental.py [--datasets hover-mini demo] [--work DIR] [--out FILE]
 
@@ -54,6 +62,13 @@ def _write_records(path: Path, records: list[dict]) -> None:
             out.write(json.dumps(record) + "\n")
 
 
+def _withheld(records: list[dict], n_corpus: int, rng: np.random.Generator) -> tuple[int, list[dict], list[dict]]:
+    """(passages per 1% delta, the base corpus's records, the records its deltas add back)."""
+    per_delta = max(1, round(0.01 * n_corpus))
+    order = rng.permutation(len(records))
+    return per_delta, [records[i] for i in sorted(order[per_delta * N_DELTAS :])], [records[i] for i in order[: per_delta * N_DELTAS]]
+
+
 def _timed(fn, *args, **kwargs):
     started = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -76,10 +91,7 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
     records = _records(beir)
     n_corpus = corpus_flow(str(dataset), str(config))["passages"].rows  # the whole corpus, to size the deltas
     rng = np.random.default_rng(seed)
-    per_delta = max(1, round(0.01 * n_corpus))
-    order = rng.permutation(len(records))
-    withheld = [records[i] for i in order[: per_delta * N_DELTAS]]
-    kept = [records[i] for i in sorted(order[per_delta * N_DELTAS :])]
+    per_delta, kept, withheld = _withheld(records, n_corpus, rng)
 
     _write_records(beir, kept)
     corpus_flow(str(dataset), str(config))
@@ -159,9 +171,94 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
         "top25_overlap_rebuild_vs_rebuild_other_codec_seed": round(float(np.mean(floor)), 4),
         "top25_overlap_rebuild_vs_rebuild_interval": [round(v, 4) for v in bootstrap_ci(floor, seed=seed)],
         "retrieval_at_100": retrieval,
-        "retrieval_at_100_note": "claim-only FLIPR search (hop 1) of the untrained encoder; the full system's Retrieval@100 needs trained models (not run here)",
+        "retrieval_at_100_note": "claim-only FLIPR search (hop 1) of the untrained encoder; with trained models, see the demo's full_system",
         "deltas": deltas,
         "after_delete": {"changes": after_delete["flipr_index"].manifest.stats.get("changes"), "dead_positions": after_delete["flipr_index"].manifest.stats.get("dead_positions")},
+    }
+
+
+def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
+    """Trained models on the base corpus; the ten deltas through every index a refresh updates;
+    the full system evaluated on the updated trained index and on a rebuild of it."""
+    import yaml
+
+    from baleen_core.config import BaleenConfig, SearchConfig, demo_preset
+    from baleen_core.metrics import bootstrap_ci
+    from baleen_core.results import paired_results, system_results
+    from baleen_flows.evaluation import evaluation_flow
+    from baleen_flows.index import index_flow
+    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.pipeline import pipeline_flow
+    from baleen_storage import ArtifactStore
+    from baleen_storage.indexes import open_searcher, refreshable_indexes
+
+    dataset, config = work / "dataset", work / "config.yaml"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(source, dataset)
+    preset = demo_preset().model_dump(mode="json")
+    preset |= {"store_root": str(work / "store"), "retriever": preset["retriever"] | {"device": "cpu"}}
+    preset["evaluation"] |= {"depth": 100, "systems": ["baleen"]}  # Retrieval@100; the full system only
+    config.write_text(yaml.safe_dump(preset))
+    store = ArtifactStore(BaleenConfig.load(config).store_root)
+    beir = next(dataset.glob("*.jsonl.gz"))
+    records = _records(beir)
+    n_corpus = len(records)
+    per_delta, kept, withheld = _withheld(records, n_corpus, np.random.default_rng(seed))
+    _write_records(beir, kept)
+    _, train_seconds = _timed(pipeline_flow, str(dataset), str(config))
+    print(f"full system: trained and evaluated on the base corpus in {train_seconds} s", flush=True)
+
+    deltas = []
+    for d in range(N_DELTAS):
+        kept += withheld[d * per_delta : (d + 1) * per_delta]
+        _write_records(beir, kept)
+        ingested = ingest_flow(str(dataset), str(config))
+        passages_run = ingested["corpus/passages"].manifest.run_id
+        for tag, checkpoint in refreshable_indexes(store):
+            refs, seconds = _timed(index_flow, str(config), passages_run, checkpoint=checkpoint, tag=tag)
+            stats = refs["flipr_index"].manifest.stats
+            deltas.append({"delta": d + 1, "index": tag or "untrained", "seconds": seconds, "changes": stats.get("changes"), "rebuilt": "base_index" not in stats})
+            if tag:
+                updated, trained = refs, (tag, checkpoint)
+    claims_run = ingested["claims/claims"].manifest.run_id
+
+    def evaluated(label: str) -> list[dict]:
+        refs = evaluation_flow(str(config), claims_run=claims_run, passages_run=passages_run)
+        print(f"full system on the {label} index: evaluated", flush=True)
+        return store.read_table(refs["baleen/claim_metrics"]).to_pylist()
+
+    on_updated = evaluated("updated")
+    tag, checkpoint = trained
+    rebuilt, rebuild_seconds = _timed(index_flow, str(config), passages_run, force=True, checkpoint=checkpoint, tag=tag)
+    on_rebuilt = evaluated("rebuilt")
+
+    verified = {r["uid"] for r in on_updated}
+    dev = [c["claim"] for c in store.read_table(ingested["claims/claims"], ["uid", "claim"]).to_pylist() if c["uid"] in verified]
+
+    def ranked(index_ref) -> list[list[int]]:
+        searcher, _ = open_searcher(store, SearchConfig(), device="cpu", ref=index_ref)
+        return [[h.pid for h in hits] for hits in searcher.search(dev, k=100)]
+
+    overlap = [len(set(a[:25]) & set(b[:25])) / 25 for a, b in zip(ranked(updated["flipr_index"]), ranked(rebuilt["flipr_index"]), strict=True)]
+    samples, eval_seed = preset["evaluation"]["bootstrap"], preset["evaluation"]["seed"]
+    blocks = {"incremental": system_results(on_updated, None, samples, eval_seed), "rebuild": system_results(on_rebuilt, None, samples, eval_seed)}
+    paired = paired_results(on_updated, on_rebuilt, samples, eval_seed)
+    return {
+        "passages": n_corpus,
+        "dev_claims": len(on_updated),
+        "codec": preset["index"]["codec"],
+        "trained_index": tag,
+        "pipeline_seconds": train_seconds,
+        "trained_rebuild_seconds": rebuild_seconds,
+        "trained_update_seconds": {"median": statistics.median(d["seconds"] for d in deltas if d["index"] == tag), "each": [d["seconds"] for d in deltas if d["index"] == tag]},
+        "retrieval_at_100": {name: block["all"]["retrieval_at_depth"] for name, block in blocks.items()},
+        "retrieval_at_100_by_hops": {name: {h: b["retrieval_at_depth"] for h, b in block.items() if h != "all"} for name, block in blocks.items()},
+        "passage_f1": {name: block["all"]["passage_f1"] for name, block in blocks.items()},
+        "label_accuracy": {name: block["all"]["label_accuracy"] for name, block in blocks.items()},
+        "paired_incremental_minus_rebuild": {m: paired["all"][m] for m in ("retrieval_at_depth", "passage_f1", "label_accuracy")},
+        "top25_overlap_trained": round(float(np.mean(overlap)), 4),
+        "top25_overlap_trained_interval": [round(v, 4) for v in bootstrap_ci(overlap, seed=seed)],
+        "deltas": deltas,
     }
 
 
@@ -171,6 +268,8 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["demo", "hover-mini"], choices=["demo", "hover-mini"])
     parser.add_argument("--work", type=Path, default=Path("/tmp/baleen-incremental"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "incremental.json")
+    parser.add_argument("--full-system", choices=["demo", "none"], default="demo", help="where to measure the full system with trained models (about 15 min on the demo world)")
+    parser.add_argument("--skip-cost", action="store_true", help="only the full-system measurement")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
@@ -179,22 +278,31 @@ def main() -> None:
     apply_runtime_defaults()
     from baleen_core.config import DemoConfig
     from baleen_core.demo_world import write_demo_world
+    from prefect.settings import PREFECT_HOME
+
     from baleen_core.results import git_commit, machine_description
+    from baleen_flows.temporary_server import prefect_api
 
     # a run for some datasets keeps the others' results (each entry names its own commit)
     earlier = json.loads(args.out.read_text()) if args.out.exists() else {"datasets": {}}
     results = {name: {"commit": earlier.get("commit"), "date": earlier.get("date"), **entry} for name, entry in earlier["datasets"].items()}
     commit = git_commit(ROOT)
-    for name in args.datasets:
-        if name == "hover-mini":
-            if not (args.hover_mini / "claims_dev.json").exists():
-                print(f"hover-mini not found at {args.hover_mini}: skipped", flush=True)
-                continue
-            source = args.hover_mini
-        else:
+    with prefect_api(Path(PREFECT_HOME.value())):  # as the CLI runs its flows
+        for name in [] if args.skip_cost else args.datasets:
+            if name == "hover-mini":
+                if not (args.hover_mini / "claims_dev.json").exists():
+                    print(f"hover-mini not found at {args.hover_mini}: skipped", flush=True)
+                    continue
+                source = args.hover_mini
+            else:
+                source = write_demo_world(args.work / "demo-source", DemoConfig())
+            results[name] = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_dataset(name, source, args.work / name)}
+            print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
+        if args.full_system == "demo":
             source = write_demo_world(args.work / "demo-source", DemoConfig())
-        results[name] = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_dataset(name, source, args.work / name)}
-        print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
+            full = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_full_system(source, args.work / "demo-full-system")}
+            results.setdefault("demo", {})["full_system"] = full
+            print(json.dumps({"demo full system": {k: v for k, v in full.items() if k != "deltas"}}, indent=1), flush=True)
     document = {
         "commit": commit,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
