@@ -82,7 +82,7 @@ import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel  # noqa: E402
-from baleen_core.condensing.calibration import choose_threshold, threshold_trial  # noqa: E402
+from baleen_core.condensing.calibration import calibrate_threshold  # noqa: E402
 from baleen_core.config import (  # noqa: E402
     BaleenConfig,
     CondenserConfig,
@@ -110,6 +110,7 @@ from baleen_core.retrieval.codec import codec_sample_size  # noqa: E402
 from baleen_core.training.condenser_trainer import (  # noqa: E402
     ReaderClaim,
     labelled_hops,
+    reader_claims,
     reader_examples,
     select_hops,
     stage1_examples,
@@ -540,7 +541,7 @@ def train_condensers_and_reader(
 
     calibration: dict = {}
 
-    def reader_set() -> list:  # tasks/evaluation.py's verify_held_out, tasks/condensing.py's choose_context_threshold and reader_claims
+    def reader_set() -> list:  # tasks/evaluation.py's verify_held_out, tasks/condensing.py's choose_context_threshold and read_reader_claims
         ev = config.evaluation
         held = sorted(claims.held_out(config.labels))
         thresholds = list(training.calibration.thresholds) if training.calibration.enabled else [condenser.stage2_threshold]
@@ -548,18 +549,15 @@ def train_condensers_and_reader(
         runs = verify_claims_at_thresholds(
             claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
         )
-        trials = [threshold_trial(t, [[s.key for s, _ in v.facts] for v in verdicts], [claims.gold[v.uid] for v in verdicts]) for t, verdicts in zip(thresholds, runs, strict=True)]
-        best = choose_threshold(trials)
+        best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
         calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
         log(f"context threshold: {calibration}")
         final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in runs[thresholds.index(best.threshold)]}
-        others = [uid for uid in claims.uids("train", config.labels.max_claims) if uid not in final][: cfg3.max_examples]
-
-        def gold_facts(uid: str) -> tuple[str, ...]:
-            return tuple(f"{corpus.titles[pid]} | {corpus.sentence_text[(pid, sid)]}" for pid, sid in sorted(claims.gold[uid]))
-
-        read = [ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], gold_facts(uid), final.get(uid)) for uid in [*held, *others]]
-        return reader_examples(read, cfg3.inputs)
+        gold = {
+            uid: ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], tuple(f"{corpus.titles[pid]} | {corpus.sentence_text[(pid, sid)]}" for pid, sid in sorted(claims.gold[uid])))
+            for uid in claims.uids("train", config.labels.max_claims)
+        }
+        return reader_examples(reader_claims(final, gold, cfg3.max_examples), cfg3.inputs)
 
     def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
         return {**fit_held_out(*args), "calibration": calibration}

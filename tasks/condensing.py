@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import choose_threshold, threshold_trial
+from baleen_core.condensing.calibration import calibrate_threshold
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.held_out import split_held_out
@@ -26,6 +26,7 @@ from baleen_core.training.condenser_trainer import (
     ReaderClaim,
     labelled_hop_pids,
     labelled_hops,
+    reader_claims,
     reader_examples,
     select_hops,
     stage1_examples,
@@ -246,7 +247,7 @@ def train_claim_reader(
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    read = reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples)
+    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples)
     examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
@@ -262,22 +263,19 @@ def train_claim_reader(
     return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra)
 
 
-def reader_claims(
+def read_reader_claims(
     store: ArtifactStore, engine_facts: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, most_others: int | None
 ) -> list[ReaderClaim]:
     """Every claim of the engine run with its final facts (its last hop's evidence) and gold
     facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
     last = final_facts_of(store, engine_facts)
-    gold = {c.uid: c for c in gold_claims(store, claims, gold_facts, passages, sentences, "train")}
-    others = sorted(uid for uid in gold if uid not in last)[:most_others]
     texts = passages_by_pid(store, passages, sentences, {pid for facts in last.values() for pid, _ in facts})
     sentence = {s.key: s for p in texts.values() for s in p.sentences}
-
-    def gold_facts_of(c) -> tuple[str, ...]:
-        return tuple(s.fact for p in c.passages for s in p.sentences if s.key in c.gold)
-
-    out = [ReaderClaim(uid, gold[uid].claim, gold[uid].label, gold_facts_of(gold[uid]), tuple(sentence[key].fact for key in facts)) for uid, facts in sorted(last.items()) if uid in gold]
-    return out + [ReaderClaim(uid, gold[uid].claim, gold[uid].label, gold_facts_of(gold[uid])) for uid in others]
+    gold = {
+        c.uid: ReaderClaim(c.uid, c.claim, c.label, tuple(s.fact for p in c.passages for s in p.sentences if s.key in c.gold))
+        for c in gold_claims(store, claims, gold_facts, passages, sentences, "train")
+    }
+    return reader_claims({uid: tuple(sentence[key].fact for key in facts) for uid, facts in last.items()}, gold, most_others)
 
 
 def with_bm25_distractors(store: ArtifactStore, passages: ArtifactRef, sentences: ArtifactRef, claims: list[GoldClaim], n: int) -> list[GoldClaim]:
@@ -358,11 +356,7 @@ def choose_context_threshold(store_root: str, runs: list[tuple[float, ArtifactRe
     store = ArtifactStore(store_root)
     finals = {threshold: final_facts_of(store, traces) for threshold, traces in runs}
     gold = gold_fact_sets(store, gold_facts, sorted({uid for facts in finals.values() for uid in facts}))  # the same claims in every run
-    trials = []
-    for threshold, facts in finals.items():
-        uids = sorted(uid for uid in facts if uid in gold)
-        trials.append(threshold_trial(threshold, [facts[uid] for uid in uids], [gold[uid] for uid in uids]))
-    best = choose_threshold(trials)
+    best, trials = calibrate_threshold(finals, gold)
     table = [
         {**{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(t).items()}, "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best}
         for t in trials

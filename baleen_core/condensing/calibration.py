@@ -12,7 +12,7 @@ threshold, in one pass, and the threshold whose final facts best match the claim
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from baleen_core.metrics import set_prf
@@ -52,3 +52,14 @@ def choose_threshold(trials: Sequence[ThresholdTrial]) -> ThresholdTrial:
     if not trials:
         raise ValueError("no threshold was tried")
     return max(trials, key=lambda t: (round(t.final_fact_f1, 12), -abs(t.threshold), t.threshold))
+
+
+def calibrate_threshold(finals: Mapping[float, Mapping[str, Sequence[Fact]]], gold: Mapping[str, Collection[Fact]]) -> tuple[ThresholdTrial, list[ThresholdTrial]]:
+    """The chosen trial and every trial: ``finals`` holds each threshold's engine run (uid →
+    final facts), scored on the claims that have gold facts (:func:`threshold_trial`,
+    :func:`choose_threshold`)."""
+    trials = []
+    for threshold, facts in finals.items():
+        uids = sorted(uid for uid in facts if uid in gold)
+        trials.append(threshold_trial(threshold, [facts[uid] for uid in uids], [gold[uid] for uid in uids]))
+    return choose_threshold(trials), trials

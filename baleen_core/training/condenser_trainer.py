@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -271,6 +271,14 @@ class ReaderClaim:
     label: str | None
     gold_facts: tuple[str, ...]  # its gold facts, "title | sentence"
     engine_facts: tuple[str, ...] | None = None  # the engine's final facts, for a claim no retriever or condenser trained on
+
+
+def reader_claims(final: Mapping[str, tuple[str, ...]], gold: Mapping[str, ReaderClaim], most_others: int | None) -> list[ReaderClaim]:
+    """What the reader trains on: every claim of the engine run (``final``: uid → its final
+    facts) as ``gold`` reads it (uid → the claim with its gold facts), with its final facts; then
+    up to ``most_others`` other claims of ``gold``, by uid, with their gold facts alone."""
+    ran = [replace(gold[uid], engine_facts=facts) for uid, facts in sorted(final.items()) if uid in gold]
+    return ran + [gold[uid] for uid in sorted(gold) if uid not in final][:most_others]
 
 
 def reader_examples(claims: Sequence[ReaderClaim], inputs: str) -> list[ReaderExample]:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from baleen_core.condensing.calibration import ThresholdTrial, choose_threshold, threshold_trial
+from baleen_core.condensing.calibration import ThresholdTrial, calibrate_threshold, choose_threshold, threshold_trial
 
 
 def test_threshold_trial_scores_final_facts_against_the_whole_gold_set_hand_worked():
@@ -31,3 +31,15 @@ def test_choose_threshold_takes_the_best_f1_and_breaks_ties_towards_zero():
     assert choose_threshold([trial(-1.0, 0.6), trial(1.0, 0.6)]).threshold == 1.0  # equally far from 0: the higher
     with pytest.raises(ValueError, match="no threshold"):
         choose_threshold([])
+
+
+def test_calibrate_threshold_scores_each_run_on_the_claims_with_gold_facts():
+    # threshold 0: claim a ends with its gold (1,0) (2,0), F1 1; claim b with (4,0) only, F1 = 2·1·½/(1+½) = ⅔
+    # threshold -1: a ends with (1,0) (2,0) (3,0), F1 = 2·⅔·1/(⅔+1) = 0.8; b with (4,0) (4,1), F1 1
+    # claim c has no gold facts: left out of both; mean F1 (1 + ⅔)/2 = 0.833 against (0.8 + 1)/2 = 0.9
+    gold = {"a": {(1, 0), (2, 0)}, "b": {(4, 0), (4, 1)}}
+    finals = {0.0: {"b": [(4, 0)], "a": [(1, 0), (2, 0)], "c": [(9, 0)]}, -1.0: {"a": [(1, 0), (2, 0), (3, 0)], "b": [(4, 0), (4, 1)], "c": []}}
+    best, trials = calibrate_threshold(finals, gold)
+    assert [t.threshold for t in trials] == [0.0, -1.0] and all(t.claims == 2 for t in trials)
+    assert trials[0].final_fact_f1 == pytest.approx((1 + 2 / 3) / 2) and trials[1].final_fact_f1 == pytest.approx(0.9)
+    assert best is trials[1]

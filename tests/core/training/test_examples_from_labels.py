@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from baleen_core.condensing import PassageSentences, Sentence
-from baleen_core.training.condenser_trainer import labelled_hop_pids, labelled_hops, select_hops
+from baleen_core.training.condenser_trainer import ReaderClaim, labelled_hop_pids, labelled_hops, reader_claims, select_hops
 from baleen_core.training.flipr_trainer import flipr_example_pids, flipr_examples
 
 ROWS = [  # claim a: gold passages 1 then 2; claim b: gold passage 5
@@ -34,3 +34,12 @@ def test_labelled_hops_read_gold_context_sentences_and_cut_negatives():
     assert [s.key for s in second.context] == [(1, 1)]  # only the gold sentence of the earlier positive
     (b,) = labelled_hops(ROWS[2:], claims, gold, passages, negatives=2)
     assert [p.sentences for p in b.negatives] == [()]  # passage 9 has no text: nothing to score
+
+
+def test_reader_claims_put_the_engine_run_first_with_its_facts_then_other_claims_by_uid():
+    gold = {uid: ReaderClaim(uid, f"claim {uid}", "SUPPORTED", (f"T{uid} | gold",)) for uid in ("d", "a", "c", "b", "e")}
+    final = {"c": ("Tx | found",), "a": ("Ta | gold", "Ty | other"), "z": ("not a training claim",)}
+    read = reader_claims(final, gold, most_others=2)
+    assert [(r.uid, r.engine_facts) for r in read] == [("a", ("Ta | gold", "Ty | other")), ("c", ("Tx | found",)), ("b", None), ("d", None)]
+    assert all(r.gold_facts == (f"T{r.uid} | gold",) and r.claim == f"claim {r.uid}" for r in read)
+    assert [r.uid for r in reader_claims(final, gold, most_others=None)] == ["a", "c", "b", "d", "e"]
