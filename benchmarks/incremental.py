@@ -187,7 +187,7 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     from baleen_core.results import paired_results, system_results
     from baleen_flows.evaluation import evaluation_flow
     from baleen_flows.index import index_flow
-    from baleen_flows.ingest import ingest_flow
+    from baleen_flows.ingest import corpus_flow, ingest_flow
     from baleen_flows.pipeline import pipeline_flow
     from baleen_storage import ArtifactStore
     from baleen_storage.indexes import open_searcher, refreshable_indexes
@@ -202,7 +202,7 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     store = ArtifactStore(BaleenConfig.load(config).store_root)
     beir = next(dataset.glob("*.jsonl.gz"))
     records = _records(beir)
-    n_corpus = len(records)
+    n_corpus = corpus_flow(str(dataset), str(config))["passages"].rows  # the whole corpus, to size the deltas
     per_delta, kept, withheld = _withheld(records, n_corpus, np.random.default_rng(seed))
     _write_records(beir, kept)
     _, train_seconds = _timed(pipeline_flow, str(dataset), str(config))
