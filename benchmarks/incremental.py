@@ -75,7 +75,7 @@ def _timed(fn, *args, **kwargs):
     return result, round(time.perf_counter() - started, 2)
 
 
-def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
+def run_dataset(name: str, source: Path, work: Path, seed: int = 0, keep_fp16: bool = False) -> dict:
     from baleen_core.config import BaleenConfig, SearchConfig
     from baleen_core.metrics import bootstrap_ci
     from baleen_flows.index import index_flow
@@ -86,7 +86,9 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
     dataset, config = work / "dataset", work / "config.yaml"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, dataset)
-    config.write_text(f"store_root: {work / 'store'}\nretriever: {{device: cpu}}\n")
+    # keep_fp16: every shard also keeps its tokens uncompressed, so that the searches can re-rank
+    # exactly as well as from the codec, which separates the codec's noise from the update's
+    config.write_text(f"store_root: {work / 'store'}\nretriever: {{device: cpu}}\n" + ("index: {keep_fp16: true}\n" if keep_fp16 else ""))
     beir = next(dataset.glob("*.jsonl.gz"))
     records = _records(beir)
     n_corpus = corpus_flow(str(dataset), str(config))["passages"].rows  # the whole corpus, to size the deltas
@@ -114,7 +116,7 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
     print(f"{name}: full rebuild of {rebuilt['flipr_index'].rows:,} passages in {rebuild_seconds} s", flush=True)
     # the noise floor: another full build that differs only in the codec's seed
     other_seed = work / "config-seed1.yaml"
-    other_seed.write_text(config.read_text() + "index: {seed: 1}\n")
+    other_seed.write_text(config.read_text().replace("index: {keep_fp16: true}\n", "") + f"index: {{seed: 1, keep_fp16: {str(keep_fp16).lower()}}}\n")
     reseeded = index_flow(str(other_seed))
 
     store = ArtifactStore(BaleenConfig.load(config).store_root)
@@ -125,16 +127,23 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
         gold.setdefault(row["uid"], set()).add(row["pid"])
     search = SearchConfig()
 
-    def ranked(index_ref) -> list[list[int]]:
-        searcher, _ = open_searcher(store, search, device="cpu", ref=index_ref)
+    def ranked(index_ref, storage: str = "codec") -> list[list[int]]:
+        searcher, _ = open_searcher(store, search, device="cpu", ref=index_ref, storage=storage)
         return [[h.pid for h in hits] for hits in searcher.search([c["claim"] for c in dev], k=100)]
 
-    by_index = {"incremental": ranked(updated["flipr_index"]), "rebuild": ranked(rebuilt["flipr_index"]), "rebuild_seed1": ranked(reseeded["flipr_index"])}
+    indexes = {"incremental": updated["flipr_index"], "rebuild": rebuilt["flipr_index"], "rebuild_seed1": reseeded["flipr_index"]}
+    by_index = {name: ranked(ref) for name, ref in indexes.items()}
 
-    def overlap25(a: str, b: str) -> list[float]:
-        return [len(set(x[:25]) & set(y[:25])) / 25 for x, y in zip(by_index[a], by_index[b], strict=True)]
+    def overlap25(a: str, b: str, rankings: dict) -> list[float]:
+        return [len(set(x[:25]) & set(y[:25])) / 25 for x, y in zip(rankings[a], rankings[b], strict=True)]
 
-    overlap, floor = overlap25("incremental", "rebuild"), overlap25("rebuild_seed1", "rebuild")
+    overlap, floor = overlap25("incremental", "rebuild", by_index), overlap25("rebuild_seed1", "rebuild", by_index)
+    exact = {}
+    if keep_fp16:  # the same candidates re-ranked from the uncompressed tokens
+        by_index_fp16 = {name: ranked(ref, "fp16") for name, ref in indexes.items()}
+        for label, (a, b) in {"updated_vs_rebuild": ("incremental", "rebuild"), "rebuild_vs_rebuild_other_codec_seed": ("rebuild_seed1", "rebuild")}.items():
+            values = overlap25(a, b, by_index_fp16)
+            exact[label] = {"value": round(float(np.mean(values)), 4), "interval": [round(v, 4) for v in bootstrap_ci(values, seed=seed)]}
     retrieval = {}
     for system, rankings in list(by_index.items())[:2]:
         found = [float(gold[c["uid"]] <= set(r[:100])) for c, r in zip(dev, rankings, strict=True)]
@@ -170,6 +179,7 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0) -> dict:
         "top25_overlap_interval": [round(v, 4) for v in bootstrap_ci(overlap, seed=seed)],
         "top25_overlap_rebuild_vs_rebuild_other_codec_seed": round(float(np.mean(floor)), 4),
         "top25_overlap_rebuild_vs_rebuild_interval": [round(v, 4) for v in bootstrap_ci(floor, seed=seed)],
+        **({"top25_overlap_fp16_reranking": exact} if exact else {}),
         "retrieval_at_100": retrieval,
         "retrieval_at_100_note": "claim-only FLIPR search (hop 1) of the untrained encoder; with trained models, see the demo's full_system",
         "deltas": deltas,
@@ -270,6 +280,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "incremental.json")
     parser.add_argument("--full-system", choices=["demo", "none"], default="demo", help="where to measure the full system with trained models (about 15 min on the demo world)")
     parser.add_argument("--skip-cost", action="store_true", help="only the full-system measurement")
+    parser.add_argument("--keep-fp16", action="store_true", help="index.keep_fp16 in the cost runs: the overlaps also with re-ranking from uncompressed tokens")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
@@ -296,7 +307,7 @@ def main() -> None:
                 source = args.hover_mini
             else:
                 source = write_demo_world(args.work / "demo-source", DemoConfig())
-            results[name] = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_dataset(name, source, args.work / name)}
+            results[name] = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_dataset(name, source, args.work / name, keep_fp16=args.keep_fp16)}
             print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
         if args.full_system == "demo":
             source = write_demo_world(args.work / "demo-source", DemoConfig())
