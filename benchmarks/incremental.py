@@ -69,6 +69,20 @@ def _withheld(records: list[dict], n_corpus: int, rng: np.random.Generator) -> t
     return per_delta, [records[i] for i in sorted(order[per_delta * N_DELTAS :])], [records[i] for i in order[: per_delta * N_DELTAS]]
 
 
+def _claim_rankings(store, index_ref, claims: list[str], storage: str = "codec") -> list[list[int]]:
+    """Each claim's first 100 pids by a claim-only FLIPR search of ``index_ref`` (default search settings)."""
+    from baleen_core.config import SearchConfig
+    from baleen_storage.indexes import open_searcher
+
+    searcher, _ = open_searcher(store, SearchConfig(), device="cpu", ref=index_ref, storage=storage)
+    return [[h.pid for h in hits] for hits in searcher.search(claims, k=100)]
+
+
+def _top25_overlaps(rankings: list[list[int]], reference: list[list[int]]) -> list[float]:
+    """Per claim, the share of the reference's top 25 that ``rankings`` also puts in its top 25."""
+    return [len(set(x[:25]) & set(y[:25])) / 25 for x, y in zip(rankings, reference, strict=True)]
+
+
 def _timed(fn, *args, **kwargs):
     started = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -76,12 +90,11 @@ def _timed(fn, *args, **kwargs):
 
 
 def run_dataset(name: str, source: Path, work: Path, seed: int = 0, keep_fp16: bool = False) -> dict:
-    from baleen_core.config import BaleenConfig, SearchConfig
+    from baleen_core.config import BaleenConfig
     from baleen_core.metrics import bootstrap_ci
     from baleen_flows.index import index_flow
     from baleen_flows.ingest import claims_flow, corpus_flow
     from baleen_storage import ArtifactStore
-    from baleen_storage.indexes import open_searcher
 
     dataset, config = work / "dataset", work / "config.yaml"
     shutil.rmtree(work, ignore_errors=True)
@@ -125,24 +138,16 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0, keep_fp16: b
     gold: dict[str, set[int]] = {}
     for row in store.read_table(claims["gold_facts"], ["uid", "pid"]).to_pylist():
         gold.setdefault(row["uid"], set()).add(row["pid"])
-    search = SearchConfig()
 
-    def ranked(index_ref, storage: str = "codec") -> list[list[int]]:
-        searcher, _ = open_searcher(store, search, device="cpu", ref=index_ref, storage=storage)
-        return [[h.pid for h in hits] for hits in searcher.search([c["claim"] for c in dev], k=100)]
-
+    dev_claims = [c["claim"] for c in dev]
     indexes = {"incremental": updated["flipr_index"], "rebuild": rebuilt["flipr_index"], "rebuild_seed1": reseeded["flipr_index"]}
-    by_index = {name: ranked(ref) for name, ref in indexes.items()}
-
-    def overlap25(a: str, b: str, rankings: dict) -> list[float]:
-        return [len(set(x[:25]) & set(y[:25])) / 25 for x, y in zip(rankings[a], rankings[b], strict=True)]
-
-    overlap, floor = overlap25("incremental", "rebuild", by_index), overlap25("rebuild_seed1", "rebuild", by_index)
+    by_index = {name: _claim_rankings(store, ref, dev_claims) for name, ref in indexes.items()}
+    overlap, floor = (_top25_overlaps(by_index[name], by_index["rebuild"]) for name in ("incremental", "rebuild_seed1"))
     exact = {}
     if keep_fp16:  # the same candidates re-ranked from the uncompressed tokens
-        by_index_fp16 = {name: ranked(ref, "fp16") for name, ref in indexes.items()}
+        by_index_fp16 = {name: _claim_rankings(store, ref, dev_claims, "fp16") for name, ref in indexes.items()}
         for label, (a, b) in {"updated_vs_rebuild": ("incremental", "rebuild"), "rebuild_vs_rebuild_other_codec_seed": ("rebuild_seed1", "rebuild")}.items():
-            values = overlap25(a, b, by_index_fp16)
+            values = _top25_overlaps(by_index_fp16[a], by_index_fp16[b])
             exact[label] = {"value": round(float(np.mean(values)), 4), "interval": [round(v, 4) for v in bootstrap_ci(values, seed=seed)]}
     retrieval = {}
     for system, rankings in list(by_index.items())[:2]:
@@ -160,7 +165,7 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0, keep_fp16: b
     corpus_flow(str(dataset), str(config))
     after_delete, delete_seconds = _timed(index_flow, str(config))
     deleted_pids = set(title_of) - set(store.passage_ids(store.latest("passages", "corpus")).tolist())
-    returned = sum(len(deleted_pids & set(r)) for r in ranked(after_delete["flipr_index"]))
+    returned = sum(len(deleted_pids & set(r)) for r in _claim_rankings(store, after_delete["flipr_index"], dev_claims))
 
     add = [d["seconds"] for d in deltas if not d["rebuilt"]]
     return {
@@ -192,7 +197,7 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     the full system evaluated on the updated trained index and on a rebuild of it."""
     import yaml
 
-    from baleen_core.config import BaleenConfig, SearchConfig, demo_preset
+    from baleen_core.config import BaleenConfig, demo_preset
     from baleen_core.metrics import bootstrap_ci
     from baleen_core.results import paired_results, system_results
     from baleen_flows.evaluation import evaluation_flow
@@ -200,7 +205,7 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     from baleen_flows.ingest import corpus_flow, ingest_flow
     from baleen_flows.pipeline import pipeline_flow
     from baleen_storage import ArtifactStore
-    from baleen_storage.indexes import open_searcher, refreshable_indexes
+    from baleen_storage.indexes import refreshable_indexes
 
     dataset, config = work / "dataset", work / "config.yaml"
     shutil.rmtree(work, ignore_errors=True)
@@ -249,12 +254,8 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     verified = {r["uid"] for r in on_updated}
     dev = [c["claim"] for c in store.read_table(ingested["claims/claims"], ["uid", "claim"]).to_pylist() if c["uid"] in verified]
 
-    def ranked(index_ref) -> list[list[int]]:
-        searcher, _ = open_searcher(store, SearchConfig(), device="cpu", ref=index_ref)
-        return [[h.pid for h in hits] for hits in searcher.search(dev, k=100)]
-
-    by_index = {name: ranked(refs["flipr_index"]) for name, refs in (("updated", updated), ("rebuild", rebuilt), ("rebuild_seed1", reseeded))}
-    overlap, floor = ([len(set(a[:25]) & set(b[:25])) / 25 for a, b in zip(by_index[x], by_index["rebuild"], strict=True)] for x in ("updated", "rebuild_seed1"))
+    by_index = {name: _claim_rankings(store, refs["flipr_index"], dev) for name, refs in (("updated", updated), ("rebuild", rebuilt), ("rebuild_seed1", reseeded))}
+    overlap, floor = (_top25_overlaps(by_index[name], by_index["rebuild"]) for name in ("updated", "rebuild_seed1"))
     samples, eval_seed = preset["evaluation"]["bootstrap"], preset["evaluation"]["seed"]
     blocks = {"incremental": system_results(on_updated, None, samples, eval_seed), "rebuild": system_results(on_rebuilt, None, samples, eval_seed)}
     paired = paired_results(on_updated, on_rebuilt, samples, eval_seed)
