@@ -173,7 +173,8 @@ class SearchConfig(_Strict):
     fusion: Literal["none", "bm25"] = Field(
         default="none",
         description="'bm25': the FLIPR systems fuse FLIPR's ranking of each hop query with BM25's by reciprocal rank fusion "
-        "(baleen_core.retrieval.fusion; not in the reference). 'none': FLIPR alone, as the reference.",
+        "(baleen_core.retrieval.fusion; not in the reference), and so do the FLIPR label rounds, whose hard negatives the "
+        "condensers train on. 'none': FLIPR alone, as the reference.",
     )
 
 

@@ -21,7 +21,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--stage1-negative-passages 4] [--stage2-negative-passages 8]
-        [--out benchmarks/results/NAME.json]
+        [--fusion none|bm25] [--out benchmarks/results/NAME.json]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 The wall time from ingest to the trained reader goes to ``DIR/training-wall.json``, which the
@@ -83,6 +83,10 @@ def main() -> None:
         help="hard-negative passages per hop whose sentences compete in stage 1 when stage 2's examples are built "
         "(stage-1 inference, not training steps)",
     )
+    parser.add_argument(
+        "--fusion", choices=["none", "bm25"], default="none",
+        help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -114,6 +118,7 @@ def main() -> None:
         f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1}},\n"
         f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, validation_share: 0.03}}}}\n"
         f"evaluation: {{systems: [{args.systems}]}}\n"
+        + (f"search: {{fusion: {args.fusion}}}\n" if args.fusion != "none" else "")
     )
     store = ArtifactStore(work / "store")
     started, from_scratch = time.perf_counter(), not store.refs("claims", "claims")

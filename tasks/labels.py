@@ -9,6 +9,7 @@ from prefect import task
 
 from baleen_core.config import LabelConfig, SearchConfig
 from baleen_core.held_out import held_out_training_claims
+from baleen_core.retrieval.fusion import hop_retriever
 from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_row, order_hops, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
@@ -57,7 +58,9 @@ def label_round(
 ) -> ArtifactRef:
     """Order the gold passages of every resolved training claim that is not held out
     (``labels.held_out_share``) into hops with ``labeller`` (``bm25``, or ``flipr`` over
-    ``index``); compare with the ``previous`` round's labels."""
+    ``index``); compare with the ``previous`` round's labels. A FLIPR round ranks as the FLIPR
+    systems retrieve: fused with BM25 under ``search.fusion: bm25`` (labeller ``flipr+bm25``), so
+    the positives and the hard negatives the condensers train on come from the system's own lists."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = labels_producer(round_number)
     params = {"round": round_number, "labeller": labeller, **config.model_dump(include={"depth", "n_negatives", "max_claims", "held_out_share", "held_out_seed"})}
@@ -66,6 +69,8 @@ def label_round(
         sources["index"] = index.fingerprint
         # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
         params["search"] = search.model_dump(mode="json", include={"nprobe", "ncandidates"})
+        if search.fusion != "none":  # only then, so that FLIPR-alone labels keep their fingerprints
+            params["search"]["fusion"] = search.fusion
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)
@@ -73,7 +78,9 @@ def label_round(
     if labeller == "flipr":
         if index is None:
             raise ValueError("a FLIPR label round needs an index; run the index flow first")
-        ranker, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
+        searcher, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
+        ranker = hop_retriever(searcher, search.fusion, lambda: open_bm25(store, passages, sentences))
+        labeller = ranker.name
     else:
         ranker = open_bm25(store, passages, sentences)
     held_out = held_out_training_uids(store, claims, gold_facts, config)

@@ -40,13 +40,17 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[int, float]]], dept
 
 
 class FusedRetriever:
-    """Ranks each hop query with every retriever, to the same depth, and fuses the rankings."""
+    """Ranks each hop query with every retriever, to the same depth, and fuses the rankings.
+
+    It is also a label round's ranker (:class:`~baleen_core.training.hop_ordering.HopRanker`), so
+    that a hybrid system's condensers train on the passages its own retriever hands them."""
 
     def __init__(self, retrievers: Sequence[Retriever], k: int = RRF_K) -> None:
         if len(retrievers) < 2:
             raise ValueError("fusion needs at least two retrievers")
         self.retrievers = list(retrievers)
         self.k = k
+        self.name = "+".join(getattr(r, "name", type(r).__name__) for r in self.retrievers)
 
     @property
     def flipr(self):
@@ -61,6 +65,12 @@ class FusedRetriever:
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
         return self.rank_batch([claim], [context], [depth], [exclude])[0]
+
+    def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
+        """The first retriever's exact scores of ``pids``. A fused score exists only for passages
+        some ranking lists, so a label round orders the gold passages that no ranking reached,
+        whose fused score would be 0 for all, by the first retriever (FLIPR) instead."""
+        return self.retrievers[0].score(claim, context, pids)
 
 
 def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever]) -> Retriever:

@@ -154,6 +154,47 @@ def test_a_flipr_label_round_is_relabelled_when_its_search_settings_change(pipel
     assert relabelled.manifest.params["search"]["nprobe"] == nprobe and original.manifest.params["search"]["nprobe"] == search.nprobe
 
 
+def test_a_fused_flipr_label_round_ranks_as_the_fused_systems_retrieve(pipeline_world, tmp_path):
+    """Under ``search.fusion: bm25`` round 1 labels again (in a hard-linked copy of the store), and
+    each hop-1 label's positive and hard negatives are those of FLIPR's ranking fused with BM25's,
+    recomputed here from the two retrievers and the fusion formula."""
+    from baleen_core.config import BaleenConfig
+    from baleen_core.retrieval.fusion import reciprocal_rank_fusion
+    from baleen_flows.labels import labels_flow
+    from baleen_storage.indexes import open_bm25
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, search=config.search.model_copy(update={"fusion": "bm25"}))
+    fused = labels_flow(copy_config, round_number=1)["labels-r1"]
+    alone = refs["training/labels-r1"]
+    assert fused.manifest.run_id != alone.manifest.run_id and fused.manifest.params["search"]["fusion"] == "bm25"
+    assert "fusion" not in alone.manifest.params["search"]  # FLIPR-alone labels keep their fingerprints
+
+    store = ArtifactStore(copy)
+    rows = store.read_table(fused).to_pylist()
+    assert {row["labeller"] for row in rows} == {"flipr+bm25"} and len(rows) == 69
+    claim_text = dict(zip(*store.read_table(store.latest("claims", "claims"), ["uid", "claim"]).to_pydict().values(), strict=True))
+    original_index = refs["training/flipr-r0/index"]  # what round 1 searches
+    assert fused.manifest.inputs["index"] == original_index.fingerprint
+    index = store.get("flipr_index", original_index.manifest.run_id, original_index.manifest.producer)
+    passages = store.find("passages", "corpus", fused.manifest.inputs["passages"])
+    sentences = store.get("sentences", passages.manifest.run_id, "corpus")
+    flipr, _ = open_searcher(store, config.search, config.retriever.device, index)
+    bm25 = open_bm25(store, passages, sentences)
+    depth, negatives = config.labels.depth, config.labels.n_negatives
+    first_hops = [row for row in rows if row["hop"] == 1]
+    for row in first_hops:
+        claim, gold = claim_text[row["uid"]], set(row["remaining_gold_pids"])
+        ranking = [pid for pid, _ in reciprocal_rank_fusion([flipr.rank(claim, [], depth, set()), bm25.rank(claim, [], depth, set())], depth)]
+        assert row["negative_pids"] == [pid for pid in ranking if pid not in gold][:negatives]
+        ranked_gold = [pid for pid in ranking if pid in gold]
+        if ranked_gold:
+            assert row["positive_pid"] == ranked_gold[0] and row["positive_rank"] == ranking.index(ranked_gold[0]) + 1
+    # and the fusion changed what the condensers would train against (the test can tell the two apart)
+    alone_negatives = {(r["uid"], r["hop"]): r["negative_pids"] for r in store.read_table(alone).to_pylist()}
+    assert sum(row["negative_pids"] != alone_negatives[(row["uid"], row["hop"])] for row in rows) > len(rows) // 4
+
+
 def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
     """`baleen condensers` on the training flow's round (2) finds the pipeline's condensers already
     trained on those labels and reuses them; on round 0 (in a hard-linked copy of the store, so

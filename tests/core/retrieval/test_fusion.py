@@ -94,3 +94,35 @@ def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
     assert isinstance(fused, FusedRetriever) and fused.retrievers[0] is flipr and opened == [1]
     with pytest.raises(ValueError, match="none or bm25"):
         hop_retriever(flipr, "splade", bm25)
+
+
+class FixedRanking:
+    """A retriever whose ranking is a fixed list (context ignored): fusion worked by hand."""
+
+    def __init__(self, name: str, pids: list[int]) -> None:
+        self.name, self.pids = name, pids
+
+    def rank_batch(self, claims, contexts, depths, excludes):
+        return [[(pid, float(-i)) for i, pid in enumerate(p for p in self.pids if p not in exclude)][:depth] for depth, exclude in zip(depths, excludes, strict=True)]
+
+    def rank(self, claim, context, depth, exclude):
+        return self.rank_batch([claim], [context], [depth], [exclude])[0]
+
+    def score(self, claim, context, pids):
+        return [float(-self.pids.index(pid)) for pid in pids]
+
+
+def test_a_fused_retriever_labels_hops_by_the_fused_ranking():
+    from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops
+
+    # A: 4 2 6 1 5 3, B: 1 5 4 3 6 2 → fused (k = 60): 4 (1/61 + 1/63), 1 (1/64 + 1/61),
+    # 5 (1/65 + 1/62), 2 (1/62 + 1/66), 6 (1/63 + 1/65), 3 (1/66 + 1/64)
+    a, b = FixedRanking("a", [4, 2, 6, 1, 5, 3]), FixedRanking("b", [1, 5, 4, 3, 6, 2])
+    fused = FusedRetriever([a, b])
+    assert fused.name == "a+b" and fused.score("claim", [], [3, 4]) == a.score("claim", [], [3, 4])
+    claim = ClaimGold("c", "claim", 2, (GoldPassage(1, "One", ("x",)), GoldPassage(2, "Two", ("y",))))
+    labels = order_hops(claim, fused, depth=6, n_negatives=2)
+    # hop 1: gold 1 is fused 2nd, gold 2 fused 4th; hop 2 (1 excluded): 4 5 2 6 3
+    assert [(h.positive_pid, h.positive_rank, h.negative_pids) for h in labels] == [(1, 2, [4, 5]), (2, 3, [4, 5])]
+    # A alone would have put gold 2 first, with other negatives: the fusion decides the labels
+    assert [(h.positive_pid, h.negative_pids) for h in order_hops(claim, a, depth=6, n_negatives=2)][0] == (2, [4, 6])
