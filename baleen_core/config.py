@@ -407,7 +407,7 @@ class ReaderConfig(_Strict):
         return self.backbone or default_backbone()
 
 
-SystemName = Literal["baleen", "bm25-multihop", "colbert-full", "single-hop", "untrained-flipr"]
+SystemName = Literal["baleen", "bm25-multihop", "colbert-full", "single-hop", "untrained-flipr", "flipr-alone"]
 
 #: What each evaluated system changes against the full system (``baleen``), for reports.
 SYSTEMS: dict[str, str] = {
@@ -416,14 +416,21 @@ SYSTEMS: dict[str, str] = {
     "colbert-full": "FLIPR trained and scored with every query position, ColBERT-style, on the same labels (isolates focused scoring)",
     "single-hop": "one retrieval from the claim alone, its best k × H passages in one condensing pass (isolates multi-hop)",
     "untrained-flipr": "the untrained backbone's FLIPR index, same condensers and reader (isolates retriever training)",
+    "flipr-alone": "the full system with FLIPR alone, the reference's retriever, where search.fusion fuses the others with BM25 (isolates fusion)",
 }
+#: Run only beside a fused full system (``search.fusion`` other than none): otherwise it is ``baleen``.
+FUSION_ONLY_SYSTEMS = ("flipr-alone",)
 
 
 class EvaluationConfig(_Strict):
     """The HoVer evaluation: which claims, which systems, how many hops, how the report is made."""
 
     split: Literal["train", "dev", "test"] = Field(default="dev", description="Claims evaluated (never tune on them).")
-    systems: list[SystemName] = Field(default_factory=lambda: list(SYSTEMS), description="Systems run on the same claims and corpus.")
+    systems: list[SystemName] = Field(
+        default_factory=lambda: [s for s in SYSTEMS if s not in FUSION_ONLY_SYSTEMS],
+        description="Systems run on the same claims and corpus. Under search.fusion: bm25 the evaluation also runs flipr-alone beside baleen, "
+        "so the reference's retriever is always measured beside the fused one.",
+    )
     hops: int | None = Field(default=None, ge=1, le=8, description="Hops per claim; None = the claim's num_hops (as the papers).")
     depth: int = Field(default=100, ge=1, description="Passages retrieved per claim over all hops: the Retrieval@depth pool (Baleen: 100).")
     k: int | None = Field(default=None, ge=1, description="Passages the condensers read per hop; None = depth // hops (50 / 33 / 25 for 2 / 3 / 4 hops, as Baleen).")
@@ -484,6 +491,21 @@ class BaleenConfig(_Strict):
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _fusion_systems_need_fusion(self) -> BaleenConfig:
+        listed = [s for s in self.evaluation.systems if s in FUSION_ONLY_SYSTEMS]
+        if listed and self.search.fusion == "none":
+            raise ValueError(f"evaluation.systems: {', '.join(listed)} differs from baleen only under search.fusion: bm25; remove it or set search.fusion")
+        return self
+
+    def evaluated_systems(self) -> list[str]:
+        """``evaluation.systems``, with ``flipr-alone`` after ``baleen`` when the FLIPR systems
+        retrieve fused with BM25: the reference's retriever is measured beside the fused one."""
+        systems = list(self.evaluation.systems)
+        if self.search.fusion != "none" and "baleen" in systems:
+            systems += [s for s in FUSION_ONLY_SYSTEMS if s not in systems]
+        return systems
 
     def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
         """The same settings with ``condenser.stage2_threshold`` replaced (the calibrated one)."""

@@ -1,6 +1,6 @@
 """The evaluation flow: every system verifies the same claims on the same corpus, then one report.
 
-    for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr):
+    for each system (baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr; flipr-alone beside a fused baleen):
         verify-claims → predictions + hop_traces → gates → score-predictions → claim_metrics
     evaluation-report (table with bootstrap intervals, plots, HTML traces of the worst claims)
 
@@ -77,7 +77,7 @@ def evaluation_flow(
     config = trained_config(config, models)
 
     outputs: dict[str, dict[str, ArtifactRef]] = {}
-    for system in config.evaluation.systems:
+    for system in config.evaluated_systems():
         verified = verify_split(root, system, claims, passages, sentences, models, config, run_id, force)
         for gated in ("predictions", "hop_traces"):  # both gated: neither reaches the metrics or a later run before both pass
             validate_artifact(root, gated, verified, config.gates)

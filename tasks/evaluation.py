@@ -99,9 +99,11 @@ def system_searcher(store: ArtifactStore, system: str, config: BaleenConfig, mod
 def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, models: ModelRefs, passages: ArtifactRef, sentences: ArtifactRef):
     """The first-stage retriever of ``system`` (see ``baleen_core.config.SYSTEMS``): BM25, or the
     system's FLIPR, fused with BM25 when ``search.fusion`` says so (every FLIPR system alike, so
-    that the ablations still isolate what they name)."""
+    that the ablations still isolate what they name, except ``flipr-alone``, which never fuses)."""
     if system == "bm25-multihop":
         return open_bm25(store, passages, sentences)
+    if system == "flipr-alone":
+        return system_searcher(store, system, config, models)
     return hop_retriever(system_searcher(store, system, config, models), config.search.fusion, lambda: open_bm25(store, passages, sentences))
 
 
@@ -151,7 +153,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
-        params["search"] = config.search.model_dump(mode="json")
+        params["search"] = config.search.model_dump(mode="json", exclude={"fusion"} if system == "flipr-alone" else None)
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
     return eval_producer(system), params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 

@@ -56,3 +56,18 @@ def test_the_demo_budget_diagnostic_is_the_demo_preset_with_only_its_stated_chan
     every_example = {"max_examples": None, "epochs": 3}
     changes = {"demo": {"seed": 7}, "training": {"flipr": {"epochs": 2}, "stage1": every_example, "stage2": every_example, "reader": every_example}}
     assert diagnostic == BaleenConfig.model_validate(_merged(demo_preset().model_dump(), changes))
+
+
+def test_flipr_alone_runs_beside_a_fused_full_system_and_only_there(tmp_path):
+    assert "flipr-alone" not in BaleenConfig().evaluation.systems and BaleenConfig().evaluated_systems() == BaleenConfig().evaluation.systems
+    fused = tmp_path / "fused.yaml"
+    fused.write_text("search: {fusion: bm25}\nevaluation: {systems: [baleen, bm25-multihop]}\n")
+    assert BaleenConfig.load(fused).evaluated_systems() == ["baleen", "bm25-multihop", "flipr-alone"]
+    fused.write_text("search: {fusion: bm25}\nevaluation: {systems: [bm25-multihop, flipr-alone, baleen]}\n")
+    assert BaleenConfig.load(fused).evaluated_systems() == ["bm25-multihop", "flipr-alone", "baleen"]  # listed: kept where it is, once
+    fused.write_text("search: {fusion: bm25}\nevaluation: {systems: [single-hop]}\n")
+    assert BaleenConfig.load(fused).evaluated_systems() == ["single-hop"]  # no fused full system to stand beside
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("evaluation: {systems: [baleen, flipr-alone]}\n")
+    with pytest.raises(ConfigError, match="flipr-alone differs from baleen only under search.fusion: bm25"):
+        BaleenConfig.load(plain)

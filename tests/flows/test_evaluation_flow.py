@@ -206,21 +206,28 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
 
     assert isinstance(system_retriever(store, "baleen", fused, models, passages, sentences), FusedRetriever)
     assert not isinstance(system_retriever(store, "baleen", plain, models, passages, sentences), FusedRetriever)
+    # flipr-alone, run beside the fused full system, is the trained FLIPR's searcher as the reference has it
+    alone = system_retriever(store, "flipr-alone", fused, models, passages, sentences)
+    assert not isinstance(alone, FusedRetriever) and alone.name == "flipr"
     identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg)[3]  # noqa: E731
     assert identity("bm25-multihop", fused) == identity("bm25-multihop", plain)
+    assert identity("flipr-alone", fused) == identity("flipr-alone", plain) != identity("baleen", plain)  # fusion is not its input
     assert identity("baleen", fused) != identity("baleen", plain)
     for stage in ("stage1", "stage2"):
         bf16 = plain.model_copy(update={"condenser": plain.condenser.model_copy(update={f"{stage}_cpu_precision": "bfloat16"})})
         assert identity("baleen", bf16) != identity("baleen", plain)  # float32 keeps the identity runs had before the settings
 
     (verdicts,), _ = run_engine(store, "baleen", rows, [fused.condenser.stage2_threshold], passages, sentences, models, fused, "fused")
+    (alone_verdicts,), _ = run_engine(store, "flipr-alone", rows, [fused.condenser.stage2_threshold], passages, sentences, models, fused, "alone")
     flipr, bm25 = system_searcher(store, "baleen", fused, models), open_bm25(store, passages, sentences)
     depth = fused.evaluation.depth
-    for row, verdict in zip(rows, verdicts, strict=True):
-        expected = reciprocal_rank_fusion([flipr.rank(row["claim"], [], depth, set()), bm25.rank(row["claim"], [], depth, set())], depth)
+    for row, verdict, alone_verdict in zip(rows, verdicts, alone_verdicts, strict=True):
+        flipr_ranking = flipr.rank(row["claim"], [], depth, set())
+        expected = reciprocal_rank_fusion([flipr_ranking, bm25.rank(row["claim"], [], depth, set())], depth)
         first = verdict.hops[0].retrieved
         assert len(first) == depth // row["num_hops"] and [pid for pid, _ in first] == [pid for pid, _ in expected[: len(first)]]
         assert [score for _, score in first] == pytest.approx([score for _, score in expected[: len(first)]])
+        assert [pid for pid, _ in alone_verdict.hops[0].retrieved] == [pid for pid, _ in flipr_ranking[: len(first)]]
 
 
 def test_a_damaged_claims_file_fails_the_evaluation_before_any_system_runs(pipeline_world, tmp_path):
