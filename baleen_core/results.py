@@ -16,6 +16,7 @@ at the file's ``depth`` (files written before it was named so hold ``retrieval_a
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -138,6 +139,47 @@ def machine_description() -> str:
     except ImportError:
         pass
     return description
+
+
+def device_description(device) -> dict:
+    """What a device timing was taken on: the machine, Python, torch and transformers, and the
+    GPU's name, memory and CUDA version (or the CPU's torch threads)."""
+    import sys
+
+    import torch
+    import transformers
+
+    info = {"type": device.type, "machine": machine_description(), "python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update({"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1), "cuda": torch.version.cuda})
+    else:
+        info.update({"name": "cpu", "threads": torch.get_num_threads()})
+    return info
+
+
+class SectionedResults:
+    """A results document of several sections (``head`` + ``sections``), rewritten atomically
+    whenever one is set, so that a run cut short keeps what it measured. An earlier run of the
+    same commit into the same file keeps the sections it measured and this run has not."""
+
+    def __init__(self, out: Path, head: dict, sections: Sequence[str]) -> None:
+        self.out = out
+        self.doc = {**head, **dict.fromkeys(sections)}
+        if out.exists():
+            earlier = json.loads(out.read_text())
+            if earlier.get("commit") == head["commit"]:
+                self.doc.update({k: earlier[k] for k in sections if earlier.get(k) is not None})
+
+    def set(self, key: str, value) -> None:
+        self.doc[key] = value
+        self.save()
+
+    def save(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.out.with_name(f".{self.out.name}.tmp")
+        tmp.write_text(json.dumps(self.doc, indent=1) + "\n")
+        os.replace(tmp, self.out)
 
 
 def _cell(value: dict | None, signed: bool = False) -> str:

@@ -10,7 +10,7 @@ from prefect import task
 from baleen_core.config import LabelConfig, SearchConfig
 from baleen_core.held_out import held_out_training_claims
 from baleen_core.retrieval.fusion import hop_retriever
-from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_row, order_hops, round_statistics
+from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_claims, label_row, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_bm25, open_searcher
@@ -85,11 +85,9 @@ def label_round(
         ranker = open_bm25(store, passages, sentences)
     held_out = held_out_training_uids(store, claims, gold_facts, config)
     gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
-    started, labels = time.perf_counter(), []
+    started = time.perf_counter()
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
-        for claim in gold:
-            labels.extend(order_hops(claim, ranker, config.depth, config.n_negatives))
-            progress.update(1)
+        labels = label_claims(gold, ranker, config.depth, config.n_negatives, on_claim=lambda: progress.update(1))
     before = None
     if previous is not None:
         rows = store.read_table(previous, ["uid", "hop", "positive_pid"]).to_pylist()

@@ -13,7 +13,7 @@ from baleen_core.config import FliprTrainingConfig, RetrieverConfig, SearchConfi
 from baleen_core.retrieval import Flipr, passage_text
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.flipr_trainer import FliprExample, flipr_example_pids, flipr_examples, train_flipr
-from baleen_core.training.loop import STATE_FILE, STEPS_FILE
+from baleen_core.training.loop import STATE_FILE, STEPS_FILE, history_summary
 from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
@@ -114,20 +114,8 @@ def publish_trained_model(
                 continue
             (shutil.copytree if source.is_dir() else shutil.copy2)(source, writer.dir / source.name)
         writer.rows = examples
-        epochs = sorted({h["epoch"] for h in history})
-        validated = [h["val_loss"] for h in history if h.get("val_loss") is not None]
-        writer.stats = {
-            "examples": examples,
-            "steps": len(history),
-            "device": device,
-            "train_seconds": round(sum(h["seconds"] for h in history), 1),
-            "epoch_mean_loss": {str(e): round(sum(h["loss"] for h in history if h["epoch"] == e) / max(1, sum(h["epoch"] == e for h in history)), 4) for e in epochs},
-            "first_loss": history[0]["loss"] if history else None,
-            "last_loss": history[-1]["loss"] if history else None,
-            "first_val_loss": validated[0] if validated else None,
-            "last_val_loss": validated[-1] if validated else None,
-            **(extra_stats or {}),
-        }
+        summary = history_summary(history)
+        writer.stats = {"examples": examples, "steps": summary["steps"], "device": device, **summary, **(extra_stats or {})}
     with store.writer("training_steps", **meta) as steps_writer:
         rows = [{"model": model, "round": round_number, **{k: h.get(k) for k in TRAINING_STEPS.schema.names if k not in ("model", "round")}} for h in history]
         steps_writer.write(pa.Table.from_pylist(rows, schema=TRAINING_STEPS.schema))

@@ -1,20 +1,24 @@
 """Building an index, one step per function; the index flow calls them from Prefect tasks.
 
 ``train_codec`` (a sample of passages → centroids + residual codec), ``encode_shard`` (passages →
-compressed token codes), ``merge_shards`` (shard doclens/codes → inverted lists).
+compressed token codes), ``merge_shards`` (shard doclens/codes → inverted lists); and
+``build_in_memory``, the three in one shard and in memory (where there is no store: the GPU
+benchmark), timed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from baleen_core.config import IndexConfig
-from baleen_core.retrieval.codec import ResidualCodec, choose_n_centroids
-from baleen_core.retrieval.index import build_ivf
+from baleen_core.retrieval.codec import ResidualCodec, choose_n_centroids, codec_sample_size
+from baleen_core.retrieval.index import FliprIndex, build_ivf
 from baleen_core.retrieval.modeling import Flipr, batch_limits
+from baleen_core.retrieval.throughput import sync
 
 
 @dataclass
@@ -85,3 +89,37 @@ def encode_shard(
 def merge_shards(codes: Sequence[np.ndarray], doclens: Sequence[np.ndarray], n_centroids: int) -> tuple[np.ndarray, np.ndarray]:
     """Inverted lists over all shards, in shard order."""
     return build_ivf(np.concatenate(codes), np.concatenate(doclens), n_centroids)
+
+
+def build_in_memory(flipr: Flipr, pids: Sequence[int], texts: Mapping[int, str], config: IndexConfig) -> tuple[FliprIndex, dict]:
+    """What the index flow does (tasks/index.py: train-codec, encode-shard, build-index) over the
+    passages ``pids`` (sorted; ``texts``: their ``title | text``), in one shard and in memory, with
+    k-means and nearest centroids in torch on the encoder's device; and the seconds of each step."""
+    device = flipr.device
+    pids = np.asarray(pids, dtype=np.int64)
+    n_sample = min(len(pids), config.sample_passages or codec_sample_size(len(pids)))
+    sample = np.sort(np.random.default_rng(config.seed).choice(pids, n_sample, replace=False))
+    started = time.perf_counter()
+    codec = train_codec(flipr, [texts[int(p)] for p in sample], len(pids), config, use_gpu=False, device=device)
+    sync(device)
+    codec_done = time.perf_counter()
+    shard = encode_shard(flipr, codec, pids, [texts[int(p)] for p in pids], config)
+    sync(device)
+    encoded = time.perf_counter()
+    offsets, docs = merge_shards([shard.codes], [shard.doclens], codec.n_centroids)
+    index = FliprIndex(codec, shard.pids, shard.doclens, shard.codes, shard.payload, offsets, docs)
+    done = time.perf_counter()
+    return index, {
+        "seconds": round(done - started, 2),
+        "codec_seconds": round(codec_done - started, 2),
+        "encode_seconds": round(encoded - codec_done, 2),
+        "ivf_seconds": round(done - encoded, 2),
+        "passages": len(pids),
+        "sample_passages": n_sample,
+        "tokens": index.n_tokens,
+        "n_centroids": codec.n_centroids,
+        "codec": codec.kind,
+        "batch_size": config.batch_size,
+        "gpu_batch_tokens": config.gpu_batch_tokens,
+        "passages_per_s": round(len(pids) / max(encoded - codec_done, 1e-9), 1),
+    }

@@ -24,7 +24,7 @@ two agree for every hover-mini claim.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -124,6 +124,17 @@ def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives
         remaining.remove(best)
         context_pids.append(best.pid)
         context_facts.extend(fact_text(best.title, fact) for fact in best.facts)
+    return labels
+
+
+def label_claims(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, on_claim: Callable[[], None] | None = None) -> list[HopLabel]:
+    """One label round: every claim's hops ordered with ``ranker`` (:func:`order_hops`), claim by
+    claim in the given order; ``on_claim`` is called after each (progress)."""
+    labels = []
+    for claim in claims:
+        labels.extend(order_hops(claim, ranker, depth, n_negatives))
+        if on_claim is not None:
+            on_claim()
     return labels
 
 

@@ -47,6 +47,22 @@ class Trainable(Protocol):
         """Replace this model's weights with those saved in ``directory``."""
 
 
+def history_summary(history: Sequence[dict]) -> dict:
+    """What a finished run's step metrics say: steps, seconds spent in steps (forward, backward,
+    optimizer), each epoch's mean loss, the first and last training and validation losses."""
+    epochs = sorted({h["epoch"] for h in history})
+    validated = [h["val_loss"] for h in history if h.get("val_loss") is not None]
+    return {
+        "steps": len(history),
+        "train_seconds": round(sum(h["seconds"] for h in history), 1),
+        "epoch_mean_loss": {str(e): round(sum(h["loss"] for h in history if h["epoch"] == e) / max(1, sum(h["epoch"] == e for h in history)), 4) for e in epochs},
+        "first_loss": history[0]["loss"] if history else None,
+        "last_loss": history[-1]["loss"] if history else None,
+        "first_val_loss": validated[0] if validated else None,
+        "last_val_loss": validated[-1] if validated else None,
+    }
+
+
 def checkpoints(work_dir: Path) -> list[Path]:
     """Finished epoch checkpoints, oldest first."""
     return sorted(p for p in work_dir.glob("epoch-*") if (p / STATE_FILE).exists())

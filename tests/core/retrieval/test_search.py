@@ -176,3 +176,25 @@ def test_tied_passages_are_returned_first_come_first_served(flipr, passages):
     assert searcher.candidates(query[0, : lengths[0]], n_claim).tolist() == list(range(first_copy, first_copy + 6))
     hits = searcher.search([passages[1][1]], k=3)[0]
     assert [h.pid for h in hits] == [10 * p + 3 for p in range(first_copy, first_copy + 3)]  # make_index's pids
+
+
+def test_an_index_built_in_memory_scores_each_pid_with_its_own_text(flipr, corpus):
+    """The GPU benchmark's build (``build_in_memory``: codec on a sample, one shard, lists) over
+    pids in another order than the texts: probing every centroid it finds what exhaustive FLIPR
+    finds, and each pid scores as brute-force FLIPR scores its text."""
+    from baleen_core.retrieval.building import build_in_memory
+
+    pids = [7 + 5 * i for i in range(len(corpus))]
+    texts = dict(zip(pids[::-1], corpus, strict=True))  # pid 7 is the last text
+    index, timing = build_in_memory(flipr, sorted(pids), texts, IndexConfig(codec="fp16", n_centroids=16, batch_size=8, sample_passages=30))
+    assert timing["passages"] == len(corpus) and timing["sample_passages"] == 30 and timing["tokens"] == index.n_tokens
+    assert timing["seconds"] == pytest.approx(timing["codec_seconds"] + timing["encode_seconds"] + timing["ivf_seconds"], abs=0.02)
+    full = FliprSearcher(flipr, index, nprobe=16, ncandidates=len(corpus))
+    assert [h.pid for h in full.search([CLAIM], k=10)[0]] == [h.pid for h in full.exhaustive([CLAIM], k=10)[0]]
+    q, batch = flipr.encode_queries([CLAIM])
+    ordered = [texts[pid] for pid in sorted(pids)]
+    docs = flipr.tokenizer.docs(ordered)
+    expected = flipr_score(q, batch.score_mask, flipr.encode_doc_batch(docs), docs.score_mask, batch.n_claim, 32, 8)[0]
+    got = {h.pid: h.score for h in full.exhaustive([CLAIM], k=len(corpus))[0]}
+    for pid, score in zip(sorted(pids), expected.tolist(), strict=True):
+        assert got[pid] == pytest.approx(score, abs=2e-2)  # fp16 storage

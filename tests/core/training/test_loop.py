@@ -48,3 +48,24 @@ def test_the_rng_state_round_trips_so_a_resume_continues_the_same_stream():
     restore_rng(state)
     assert torch.equal(torch.rand(5), first)
     assert ("cuda_rng" in state) == torch.cuda.is_available()
+
+
+def test_a_history_summarised_by_hand():
+    from baleen_core.training.loop import history_summary
+
+    history = [
+        {"epoch": 0, "loss": 2.0, "seconds": 0.25, "val_loss": None},
+        {"epoch": 0, "loss": 1.0, "seconds": 0.25, "val_loss": 1.5},
+        {"epoch": 1, "loss": 0.5, "seconds": 0.5},
+        {"epoch": 1, "loss": 0.25, "seconds": 0.04, "val_loss": 0.75},
+    ]
+    assert history_summary(history) == {
+        "steps": 4,
+        "train_seconds": 1.0,  # 1.04, to a tenth
+        "epoch_mean_loss": {"0": 1.5, "1": 0.375},
+        "first_loss": 2.0,
+        "last_loss": 0.25,
+        "first_val_loss": 1.5,
+        "last_val_loss": 0.75,
+    }
+    assert history_summary([]) == {"steps": 0, "train_seconds": 0, "epoch_mean_loss": {}, "first_loss": None, "last_loss": None, "first_val_loss": None, "last_val_loss": None}

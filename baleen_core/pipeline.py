@@ -1,0 +1,380 @@
+"""The training and evaluation flows in memory: for a machine without Prefect or a store.
+
+The same steps as ``flows/training.py`` and ``flows/evaluation.py``, on a corpus and claims held
+in memory (:mod:`baleen_core.dataset`), through the same functions the Prefect tasks call
+(``label_claims``, ``flipr_examples``, ``labelled_hops``, the condensers' example builders and
+trainers, ``calibrate_threshold``, ``reader_claims``, ``claim_metric_rows``): the GPU benchmark
+(``benchmarks/gpu.py``) runs the whole pipeline with them. Each step returns a record of what it
+did and how fast (seconds, steps/s, losses); :class:`FinishedSteps` keeps finished label rounds and
+models on disk, so that a run cut off (the GPU machine's time limit) goes on where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from baleen_core.condensing import SequenceModel
+from baleen_core.condensing.calibration import calibrate_threshold
+from baleen_core.config import BaleenConfig, LabelConfig
+from baleen_core.dataset import Claims, Corpus, claim_gold
+from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
+from baleen_core.held_out import split_held_out
+from baleen_core.profiling import profile_call
+from baleen_core.results import majority_class, paired_results, system_results
+from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher
+from baleen_core.retrieval.building import build_in_memory
+from baleen_core.retrieval.fusion import hop_retriever
+from baleen_core.retrieval.throughput import free_device_memory, sync
+from baleen_core.training.condenser_trainer import (
+    ReaderClaim,
+    labelled_hops,
+    reader_claims,
+    reader_examples,
+    select_hops,
+    stage1_examples,
+    stage2_examples,
+    train_reader,
+    train_stage1,
+    train_stage2,
+)
+from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
+from baleen_core.training.hop_ordering import ClaimGold, label_claims, label_row, round_statistics
+from baleen_core.training.loop import history_summary
+from baleen_core.training.reader_augmentation import reader_training_sets
+from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
+
+logger = logging.getLogger(__name__)
+
+
+# ---- resuming a run cut off -----------------------------------------------------------------
+
+
+class FinishedSteps:
+    """What a run finished, kept under ``root`` so that a run cut off (a device's time limit) goes
+    on where it stopped: each label round (pickled) and each trained model (weights and record).
+    A later run with the same ``settings`` (its own subfolder) loads them instead of redoing them.
+    ``root`` None keeps nothing."""
+
+    def __init__(self, root: Path | None, settings: dict) -> None:
+        fingerprint = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        self.root = root / fingerprint if root is not None else None
+        if self.root is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
+
+    def _record(self, name: str) -> dict | None:
+        marker = self.root / f"{name}.json" if self.root is not None else None
+        return json.loads(marker.read_text()) if marker is not None and marker.exists() else None
+
+    def _mark(self, name: str, record: dict) -> None:
+        # the record is written last, atomically: a run cut off while saving redoes the step
+        tmp = self.root / f".{name}.json.tmp"
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.root / f"{name}.json")
+
+    def labels(self, name: str, make: Callable[[], tuple[list[dict], dict]]) -> tuple[list[dict], dict]:
+        if (record := self._record(name)) is not None:
+            logger.info("%s: finished by an earlier run, loaded from %s", name, self.root)
+            return pickle.loads((self.root / f"{name}.pkl").read_bytes()), record
+        labels, record = make()
+        if self.root is not None:
+            (self.root / f"{name}.pkl").write_bytes(pickle.dumps(labels))
+            self._mark(name, record)
+        return labels, record
+
+    def model(self, name: str, model: Flipr | SequenceModel, train: Callable[[], dict]) -> dict:
+        """``train()`` trains ``model`` in place and returns its record."""
+        if (record := self._record(name)) is not None:
+            model.load_weights(self.root / name)
+            logger.info("%s: finished by an earlier run, loaded from %s", name, self.root)
+            return {**record, "resumed": True}
+        record = train()
+        if self.root is not None:
+            model.save(self.root / name)
+            self._mark(name, record)
+        return record
+
+
+# ---- training -------------------------------------------------------------------------------
+
+
+def label_round(ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: int, previous: Sequence[dict] | None) -> tuple[list[dict], dict]:
+    """Latent hop ordering over the training claims with ``ranker`` (tasks/labels.py): its
+    ``hop_labels`` rows and the round's record."""
+    started = time.perf_counter()
+    labels = label_claims(gold, ranker, config.depth, config.n_negatives)
+    before = None if previous is None else {(p["uid"], p["hop"]): p["positive_pid"] for p in previous}
+    seconds = time.perf_counter() - started
+    record = {"round": number, "labeller": ranker.name, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
+              "claims_per_s": round(len(gold) / max(seconds, 1e-9), 2), "by_hop": round_statistics(labels, before)}
+    logger.info("label round %d (%s): %d hop labels in %.1f s", number, ranker.name, len(labels), seconds)
+    return [label_row(label, number, ranker.name) for label in labels], record
+
+
+def training_record(history: Sequence[dict], examples: int, held_out: int, prepare_seconds: float, train_seconds: float, epochs: int, batch_size: int) -> dict:
+    """Throughput and losses of one training run. ``steps_per_s`` counts the loop's own step
+    times (forward, backward, optimizer); ``train_seconds`` adds validation and checkpoints."""
+    summary, step_seconds = history_summary(history), sum(h["seconds"] for h in history)
+    return {
+        "examples": examples,
+        "held_out": held_out,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "steps": summary["steps"],
+        "steps_per_s": round(len(history) / max(step_seconds, 1e-9), 2),
+        "examples_per_s": round(sum(h["examples"] for h in history) / max(step_seconds, 1e-9), 1),
+        "prepare_seconds": round(prepare_seconds, 2),
+        "train_seconds": round(train_seconds, 2),
+        "seconds": round(prepare_seconds + train_seconds, 2),
+        "first_loss": None if summary["first_loss"] is None else round(summary["first_loss"], 4),
+        "last_epoch_mean_loss": summary["epoch_mean_loss"][str(history[-1]["epoch"])] if history else None,
+        "last_val_loss": None if summary["last_val_loss"] is None else round(summary["last_val_loss"], 4),
+    }
+
+
+def fit(name: str, run: Callable[[Path], tuple[Path, list[dict]]], work: Path) -> tuple[list[dict], float]:
+    """Run one trainer in its work directory (train_epochs resumes from any epoch checkpoint it
+    finds there, left by a run cut off mid-training); returns its step history and wall seconds."""
+    started = time.perf_counter()
+    _, history = run(work / name)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(work / name, ignore_errors=True)  # epoch checkpoints: not needed, hundreds of MB
+    return history, seconds
+
+
+def fit_held_out(name: str, examples: Callable[[], list], trainer: Callable[[list, list, Path], tuple[Path, list[dict]]], cfg, work: Path, split: Callable[[list], tuple[list, list]] | None = None) -> dict:
+    """Build a model's examples, split off its held-out claims (``split``, by default
+    split_held_out), train: the record of it all."""
+    started = time.perf_counter()
+    train, held = split(examples()) if split else split_held_out(examples(), cfg.validation_share, cfg.seed)
+    prepare = time.perf_counter() - started
+    history, seconds = fit(name, lambda d: trainer(train, held, d), work)
+    return training_record(history, len(train), len(held), prepare, seconds, cfg.epochs, cfg.batch_size)
+
+
+@dataclass
+class Trained:
+    flipr: Flipr
+    index: FliprIndex
+    stage1: SequenceModel
+    stage2: SequenceModel
+    reader: SequenceModel
+    condenser_labels: list[dict]  # hop_labels rows
+    context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
+
+
+def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig) -> FliprSearcher:
+    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device)
+
+
+def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):
+    """A FLIPR system's retriever under ``search.fusion`` (as tasks/evaluation.py)."""
+    return hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25)
+
+
+def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, number: int, work: Path, finished: FinishedSteps) -> tuple[Flipr, dict]:
+    """tasks/training.py's ``train_flipr_on_labels``: a fresh FLIPR from the backbone, trained in place."""
+    flipr = Flipr.load(config.retriever)
+
+    def train() -> dict:
+        started = time.perf_counter()
+        claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
+        examples = flipr_examples(labels, claim_text, corpus.texts, config.training.flipr.max_examples)
+        prepare = time.perf_counter() - started
+        history, seconds = fit(f"flipr-r{number}", lambda d: train_flipr(flipr, examples, config.training.flipr, d), work)
+        return training_record(history, len(examples), 0, prepare, seconds, config.training.flipr.epochs, config.training.flipr.batch_size)
+
+    record = finished.model(f"flipr-r{number}", flipr, train)
+    logger.info("FLIPR round %d: %s", number, record)
+    return flipr, record
+
+
+def train_condensers_and_reader(
+    config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, retriever, work: Path, finished: FinishedSteps
+) -> tuple[tuple[SequenceModel, ...], dict]:
+    """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → the engine with
+    ``retriever`` and no reader over the held-out training claims → reader (on their final facts
+    and gold facts), each from the backbone with a seeded head, validation claims split off."""
+    condenser, training = config.condenser, config.training
+    cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
+    stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
+    stage2 = SequenceModel.condenser_to_train("stage2", condenser, cfg2.seed)
+    reader = SequenceModel.reader_to_train(reader_config, cfg3.seed)
+
+    def stage1_set() -> list:
+        return stage1_examples(labelled_hops(select_hops(labels, cfg1.max_examples), claims.rows, claims.gold, corpus.passages, cfg1.negative_passages), cfg1)
+
+    def stage2_set() -> list:  # the trained stage 1 ranks each hop's sentences
+        hops = labelled_hops(select_hops(labels, cfg2.max_examples), claims.rows, claims.gold, corpus.passages, cfg2.negative_passages)
+        return stage2_examples(stage1, hops, condenser, cfg2)
+
+    calibration: dict = {}
+
+    def reader_set() -> list:  # tasks/evaluation.py's verify_held_out, tasks/condensing.py's choose_context_threshold and read_reader_claims
+        ev = config.evaluation
+        held = sorted(claims.held_out(config.labels))
+        thresholds = list(training.calibration.thresholds) if training.calibration.enabled else [condenser.stage2_threshold]
+        started = time.perf_counter()
+        runs = verify_claims_at_thresholds(
+            claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
+        )
+        best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
+        calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
+        logger.info("context threshold: %s", calibration)
+        final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in runs[thresholds.index(best.threshold)]}
+        gold = {
+            uid: ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], tuple(corpus.fact(pid, sid) for pid, sid in sorted(claims.gold[uid])))
+            for uid in claims.uids("train", config.labels.max_claims)
+        }
+        return reader_examples(reader_claims(final, gold, cfg3.max_examples), cfg3.inputs)
+
+    def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
+        return {**fit_held_out(*args), "calibration": calibration}
+
+    plan = (
+        ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None, fit_held_out),
+        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None, fit_held_out),
+        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
+    )
+    records = {}
+    for name, model, examples, trainer, cfg, split, fit_model in plan:
+        records[name] = finished.model(name, model, partial(fit_model, name, examples, trainer, cfg, work, split))
+        logger.info("%s: %s", name, records[name])
+    return (stage1, stage2, reader), records
+
+
+def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, work: Path, finished: FinishedSteps) -> tuple[Trained, dict]:
+    """flows/training.py in memory: labels r0 (BM25) → [train FLIPR → re-index → relabel with it]
+    per round → condensers and reader on the last labels."""
+    started = time.perf_counter()
+    held = claims.held_out(config.labels)  # as the label task: the first max_claims by uid, less the held-out ones
+    gold = claim_gold(claims, corpus, [uid for uid in claims.uids("train", config.labels.max_claims) if uid not in held])
+    if config.labels.round0 != "bm25":
+        raise ValueError("the pipeline in memory labels round 0 with BM25 (labels.round0: bm25)")
+    labels, record = finished.labels("labels-r0", lambda: label_round(bm25, gold, config.labels, 0, None))
+    rounds, models, indexes = [record], {}, {}
+    flipr = index = None
+    for number in range(config.labels.rounds):
+        del flipr, index
+        free_device_memory(torch.device(config.retriever.device))
+        flipr, models[f"flipr-r{number}"] = train_flipr_round(config, labels, claims, corpus, number, work, finished)
+        index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
+        logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
+        if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
+            ranker, previous = hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25), labels
+            labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
+            rounds.append(record)
+    retriever = flipr_system_retriever(flipr, index, config, bm25)
+    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
+    models.update(condenser_records)
+    flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
+    return Trained(flipr, index, stage1, stage2, reader, labels, condenser_records["reader"]["calibration"]["threshold"]), {
+        "flipr_steps_per_s": round(float(np.mean([m["steps_per_s"] for m in flipr_steps])), 2),
+        "seconds": round(time.perf_counter() - started, 1),
+        "train_claims": len(gold),
+        "label_rounds": rounds,
+        "models": models,
+        "indexes": indexes,
+    }
+
+
+# ---- the engine and HoVer's metrics --------------------------------------------------------
+
+
+def claim_inputs(claims: Claims, uids: Sequence[str]) -> list[ClaimInput]:
+    return [ClaimInput(uid, claims.rows[uid]["claim"], int(claims.rows[uid]["num_hops"])) for uid in sorted(uids)]
+
+
+def run_system(system: str, retriever, trained: Trained, config: BaleenConfig, claims: Claims, corpus: Corpus, uids: Sequence[str]) -> tuple[list[Verdict], dict]:
+    """tasks/evaluation.py's ``verify_split`` for one system: every claim through the hop loop, timed."""
+    inputs = claim_inputs(claims, uids)
+    ev = config.evaluation
+    sync(trained.stage1.device)
+    started = time.perf_counter()
+    verdicts = verify_claims(
+        inputs, retriever, corpus.passages_of, trained.stage1, trained.stage2, trained.reader, config.condenser, config.reader,
+        depth=ev.depth, k=ev.k, hops=ev.hops, single_hop=system == "single-hop",
+    )
+    sync(trained.stage1.device)
+    seconds = time.perf_counter() - started
+    hops = sum(len(v.hops) for v in verdicts)
+    return verdicts, {"claims": len(inputs), "seconds": round(seconds, 2), "claims_per_s": round(len(inputs) / max(seconds, 1e-9), 3), "claim_hops_per_s": round(hops / max(seconds, 1e-9), 3)}
+
+
+def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict]) -> dict:
+    """How far two runs over the same claims disagree: claims whose final facts, Retrieval@depth
+    pool or predicted label differ, and the largest difference in P(SUPPORTED)."""
+    pairs = list(zip(verdicts, others, strict=True))
+    facts = sum([s.key for s, _ in a.facts] != [s.key for s, _ in b.facts] for a, b in pairs)
+    pools = sum(a.pool != b.pool for a, b in pairs)
+    probs = [(a.prob_supported, b.prob_supported) for a, b in pairs if a.prob_supported is not None and b.prob_supported is not None]
+    labels = sum((x >= 0.5) != (y >= 0.5) for x, y in probs)
+    return {
+        "claims_compared": len(pairs),
+        "final_facts_differ": facts,
+        "pool_differs": pools,
+        "label_differs": labels,
+        "max_prob_difference": round(max((abs(x - y) for x, y in probs), default=0.0), 6),
+    }
+
+
+def evaluate_pipeline(
+    config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str],
+    save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False,
+) -> tuple[dict, dict]:
+    """flows/evaluation.py in memory: every system over the same dev claims at the context
+    threshold the reader trained with, scored per claim (``save`` gets the speeds and the metrics
+    as soon as they exist); then, apart from the timed runs, the full system on the first
+    ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``). With
+    ``compare_batching``, the full system once more with the condensers and reader in batches of
+    ``batch_size`` inputs (no token budget): its speed and how many claims' predictions differ
+    (``batch_size_path``)."""
+    engine: dict = {}
+    config = config.with_stage2_threshold(trained.context_threshold)
+    retrievers = {
+        "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
+        "single-hop": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
+        "bm25-multihop": lambda: bm25,
+        "untrained-flipr": lambda: flipr_system_retriever(*untrained, config, bm25),
+    }
+    dev = claims.uids(config.evaluation.split, config.evaluation.max_claims)
+    metric_rows, speeds, verdicts_of = {}, {}, {}
+    for system in systems:
+        verdicts_of[system], speeds[system] = run_system(system, retrievers[system](), trained, config, claims, corpus, dev)
+        verdicts = verdicts_of[system]
+        metric_rows[system] = claim_metric_rows(prediction_rows(system, verdicts), trace_rows(system, verdicts), claims.rows, claims.gold, config.evaluation.depth)
+        logger.info("engine · %s: %s", system, speeds[system])
+    ev = config.evaluation
+    main = "baleen" if "baleen" in metric_rows else systems[0]
+    engine.update({"claims_per_s": speeds[main]["claims_per_s"], "system": main, "split": ev.split, "depth": ev.depth, "systems": speeds})
+    quality = {
+        "split": ev.split,
+        "claims": len(dev),
+        "stage2_threshold": config.condenser.stage2_threshold,
+        "majority_class": majority_class(metric_rows[main]),
+        "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
+        "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},
+    }
+    save(engine, quality)  # a run cut short by the device's limit keeps the timed runs and the metrics
+    if compare_batching:
+        per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
+        plain, speed = run_system(main, retrievers[main](), trained, per_item, claims, corpus, dev)
+        engine["batch_size_path"] = {"system": main, "batch_size": config.condenser.batch_size, **speed, **prediction_differences(verdicts_of[main], plain)}
+        logger.info("engine · %s, batches of %d: %s", main, config.condenser.batch_size, engine["batch_size_path"])
+    if profile_claims:
+        (_, speed), profile = profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
+        engine["profile"] = {"system": main, **speed, **profile.as_dict()}
+        logger.info("engine profile · %s: own seconds by package %s", main, engine["profile"]["by_package"])
+    return engine, quality

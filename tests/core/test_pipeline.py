@@ -1,0 +1,111 @@
+"""The pipeline in memory: resuming finished steps, training records and run differences by hand,
+a label round over a real BM25."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from baleen_core.config import LabelConfig
+from baleen_core.pipeline import FinishedSteps, label_round, prediction_differences, training_record
+
+
+class FakeModel:
+    """Saves and loads one number, as a model saves and loads its weights."""
+
+    def __init__(self, weight: float = 0.0) -> None:
+        self.weight = weight
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "weight").write_text(str(self.weight))
+
+    def load_weights(self, path: Path) -> None:
+        self.weight = float((path / "weight").read_text())
+
+
+def test_finished_steps_are_loaded_by_a_later_run_with_the_same_settings(tmp_path):
+    calls = []
+
+    def make():
+        calls.append("labels")
+        return [{"uid": "c1", "hop": 1}], {"round": 0}
+
+    def train(model):
+        calls.append("train")
+        model.weight = 4.5
+        return {"steps": 3}
+
+    first = FinishedSteps(tmp_path, {"epochs": 1})
+    assert first.labels("labels-r0", make) == ([{"uid": "c1", "hop": 1}], {"round": 0})
+    trained = FakeModel()
+    assert first.model("stage1", trained, lambda: train(trained)) == {"steps": 3}
+
+    again = FinishedSteps(tmp_path, {"epochs": 1})
+    resumed = FakeModel()
+    assert again.labels("labels-r0", make) == ([{"uid": "c1", "hop": 1}], {"round": 0})
+    assert again.model("stage1", resumed, lambda: train(resumed)) == {"steps": 3, "resumed": True} and resumed.weight == 4.5
+    assert calls == ["labels", "train"]  # nothing redone
+
+    other = FinishedSteps(tmp_path, {"epochs": 2})  # other settings: their own folder, everything redone
+    other.labels("labels-r0", make)
+    assert calls == ["labels", "train", "labels"] and other.root != again.root
+
+
+def test_a_step_cut_off_before_its_record_is_redone_and_no_root_keeps_nothing(tmp_path):
+    steps = FinishedSteps(tmp_path, {})
+    model = FakeModel(1.0)
+    steps.model("reader", model, lambda: {"steps": 1})
+    (steps.root / "reader.json").unlink()  # cut off after the weights, before the record
+    redone, again = [], FakeModel()
+    assert FinishedSteps(tmp_path, {}).model("reader", again, lambda: redone.append(1) or {"steps": 2}) == {"steps": 2}
+    assert redone == [1] and again.weight == 0.0  # trained again, not loaded from the half-saved step
+    assert FinishedSteps(tmp_path, {}).model("reader", FakeModel(), lambda: redone.append(2) or {}) == {"steps": 2, "resumed": True}
+    kept_nothing = FinishedSteps(None, {})
+    assert kept_nothing.labels("labels-r0", lambda: ([], {"round": 0})) == ([], {"round": 0}) and kept_nothing.root is None
+
+
+def test_a_training_record_worked_by_hand():
+    history = [
+        {"epoch": 0, "loss": 2.0, "seconds": 1.0, "examples": 8, "val_loss": 1.25},
+        {"epoch": 1, "loss": 1.0, "seconds": 1.0, "examples": 8},
+        {"epoch": 1, "loss": 0.5, "seconds": 2.0, "examples": 4, "val_loss": 0.6666666},
+    ]
+    record = training_record(history, examples=20, held_out=2, prepare_seconds=0.5, train_seconds=6.0, epochs=2, batch_size=8)
+    assert record == {
+        "examples": 20, "held_out": 2, "epochs": 2, "batch_size": 8, "steps": 3,
+        "steps_per_s": 0.75,  # 3 steps in 4 s of steps
+        "examples_per_s": 5.0,  # 20 in 4 s
+        "prepare_seconds": 0.5, "train_seconds": 6.0, "seconds": 6.5,
+        "first_loss": 2.0, "last_epoch_mean_loss": 0.75, "last_val_loss": 0.6667,
+    }
+
+
+def _verdict(facts, pool, prob):
+    return SimpleNamespace(facts=[(SimpleNamespace(key=key), 0.0) for key in facts], pool=pool, prob_supported=prob)
+
+
+def test_prediction_differences_count_what_differs_by_hand():
+    a = [_verdict([(1, 0), (2, 1)], [1, 2, 3], 0.7), _verdict([(5, 0)], [5, 6], 0.4), _verdict([(9, 0)], [9], None)]
+    b = [_verdict([(1, 0), (2, 1)], [1, 3, 2], 0.45), _verdict([(5, 1)], [5, 6], 0.41), _verdict([(9, 0)], [9], 0.9)]
+    assert prediction_differences(a, b) == {"claims_compared": 3, "final_facts_differ": 1, "pool_differs": 1, "label_differs": 1, "max_prob_difference": 0.25}
+
+
+def test_a_label_round_in_memory_labels_and_counts_as_the_label_task():
+    from baleen_core.retrieval.bm25 import Bm25Retriever
+    from baleen_core.training.hop_ordering import ClaimGold, GoldPassage
+
+    texts = {1: "Glass Harbour | Glass Harbour is a thriller film directed by Oren Vask.", 2: "Oren Vask | Oren Vask was born in Aarhus.",
+             3: "Aarhus | Aarhus is a city in Denmark.", 4: "Harbour Lights | Harbour Lights is a thriller novel."}
+    bm25 = Bm25Retriever(list(texts), list(texts.values()))
+    gold = [ClaimGold("c1", "The thriller Glass Harbour was directed by a man born in Aarhus.", 2,
+                      (GoldPassage(2, "Oren Vask", ("Oren Vask was born in Aarhus.",)), GoldPassage(1, "Glass Harbour", ("Glass Harbour is a thriller film directed by Oren Vask.",))))]
+    rows, record = label_round(bm25, gold, LabelConfig(depth=4, n_negatives=1), 0, None)
+    assert [(r["round"], r["labeller"], r["uid"], r["hop"], r["positive_pid"], r["negative_pids"]) for r in rows] == [(0, "bm25", "c1", 1, 1, [4]), (0, "bm25", "c1", 2, 2, [4])]
+    assert record["round"] == 0 and record["labeller"] == "bm25" and record["claims"] == 1 and record["hop_labels"] == 2
+    assert [(h["hop"], h["assigned"], h["reached"]) for h in record["by_hop"]] == [("1", 1, 1.0), ("2", 1, 1.0), ("all", 2, 1.0)]
+    previous = [{"uid": "c1", "hop": 1, "positive_pid": 2}, {"uid": "c1", "hop": 2, "positive_pid": 2}]
+    _, compared = label_round(bm25, gold, LabelConfig(depth=4, n_negatives=1), 1, previous)
+    assert [h["changed"] for h in compared["by_hop"]] == [1, 0, 1]
