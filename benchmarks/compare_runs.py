@@ -10,7 +10,9 @@ claims both verified. That is where a training setting is chosen; dev is never r
         --out benchmarks/results/NAME.json
 
 A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
-two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models).
+two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models). A run
+given as ``DIR[@RUN_ID]:SYSTEM`` takes that system instead of ``--system`` (e.g. ``flipr-alone``,
+the full system with FLIPR alone, of a run whose full system fuses).
 """
 
 from __future__ import annotations
@@ -30,18 +32,19 @@ if TYPE_CHECKING:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory (the first is compared with each other one)")
+    parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM] (the first is compared with each other one)")
     parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
     parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     runs = []
-    for name, given in args.run:  # WORK or WORK@RUN_ID
+    for name, given in args.run:  # WORK[@RUN_ID][:SYSTEM]
+        given, _, system = given.partition(":")
         work, _, run_id = given.partition("@")
-        runs.append((name, Path(work), run_id or None))
-    if len(runs) < 2 or len({name for name, _, _ in runs}) < len(runs):
+        runs.append((name, Path(work), run_id or None, system or args.system))
+    if len(runs) < 2 or len({name for name, *_ in runs}) < len(runs):
         sys.exit("give at least two --run NAME WORK with distinct names")
-    for _, work, _ in runs:
+    for _, work, *_ in runs:
         if not (work / "training.yaml").is_file():
             sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
@@ -49,10 +52,10 @@ def main() -> None:
     from baleen_storage import ArtifactStore, StoreError
 
     rows, budgets = {}, {}
-    for name, work, run_id in runs:
-        store, producer = ArtifactStore(work / "store"), f"eval-{args.system}"
+    for name, work, run_id, system in runs:
+        store, producer = ArtifactStore(work / "store"), f"eval-{system}"
         if not store.refs("claim_metrics", producer):
-            sys.exit(f"{work} holds no evaluation of {args.system}: run benchmarks/evaluation.py --work {work} first")
+            sys.exit(f"{work} holds no evaluation of {system}: run benchmarks/evaluation.py --work {work} first")
         try:
             ref = store.get("claim_metrics", run_id, producer) if run_id else store.latest("claim_metrics", producer)
         except StoreError as err:
@@ -60,6 +63,7 @@ def main() -> None:
         rows[name] = store.read_table(ref).to_pylist()
         wall = work / "training-wall.json"
         budgets[name] = {
+            "system": system,
             "models": _models_training(store, store.get("predictions", ref.manifest.run_id, producer)),
             # the work directory's newest training run, which an earlier evaluation (DIR@RUN_ID) may predate
             "training": None if run_id else (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),

@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from baleen_core.config import SYSTEMS
+from baleen_core.config import FUSION_ONLY_SYSTEMS, SYSTEMS as ALL_SYSTEMS
 from baleen_storage.catalog import query
+
+#: What the session's pipeline evaluates: every system but those run only beside a fused full system
+SYSTEMS = [s for s in ALL_SYSTEMS if s not in FUSION_ONLY_SYSTEMS]
 
 
 @pytest.fixture
