@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, TokenCache, Window, pad_windows
 from baleen_core.config import CondenserConfig, ReaderConfig
-from baleen_core.retrieval.modeling import batch_limits, length_batches, load_pretrained, resolve_device
+from baleen_core.retrieval.modeling import batch_limits, length_batches, load_pretrained, resolve_device, training_chunk_tokens
 
 Kind = Literal["stage1", "stage2", "reader"]
 #: How a head scores: from the marker in front of each item ([CLS] for the reader), from
@@ -237,6 +237,24 @@ class SequenceModel:
         ``[N, 2]`` for the reader. Keeps the autograd graph (training calls this)."""
         out = self.module(pad_windows(windows, self.special.pad, self.module.scoring != "marker").to(self.device)).float()
         return out if self.kind == "reader" else out.squeeze(-1)
+
+    def training_logits(self, windows: Sequence[Window]) -> torch.Tensor:
+        """:meth:`logits` of a training batch, computed in length-sorted chunks of at most
+        ``training_chunk_tokens`` padded positions (on the CPU; at once on a GPU) and returned in
+        the windows' order. Each window is its own sequence, so its logits are the same up to float
+        rounding, without the FLOPs of padding every window to the batch's longest."""
+        max_tokens = training_chunk_tokens(self.device)
+        if max_tokens is None:
+            return self.logits(windows)
+        lengths = np.fromiter((len(w.input_ids) for w in windows), dtype=np.int64, count=len(windows))
+        order = np.argsort(-lengths, kind="stable")
+        pieces: list[torch.Tensor | None] = [None] * len(windows)
+        for start, end in length_batches(lengths[order], len(windows), max_tokens):
+            rows = order[start:end].tolist()
+            chunk = self.logits([windows[i] for i in rows])
+            for i, piece in zip(rows, torch.split(chunk, [len(windows[i].positions) for i in rows]), strict=True):
+                pieces[i] = piece
+        return torch.cat(pieces)  # type: ignore[arg-type]
 
     @torch.inference_mode()
     def predict(self, windows: Sequence[Window], batch_size: int, gpu_batch_tokens: int | None = None) -> list[torch.Tensor]:

@@ -203,6 +203,37 @@ class Flipr:
         return embeddings.cpu().numpy(), doclens
 
 
+#: Padded positions per forward pass when a training step on the CPU encodes its inputs in
+#: length-sorted chunks (:func:`encode_in_length_chunks`); a GPU step encodes them at once.
+CPU_TRAINING_CHUNK_TOKENS = 4096
+
+
+def training_chunk_tokens(device: torch.device) -> int | None:
+    """Padded positions per forward pass of a training step: chunks on the CPU, where every padded
+    position costs its FLOPs; None (the whole batch at once) on a GPU."""
+    return CPU_TRAINING_CHUNK_TOKENS if device.type == "cpu" else None
+
+
+def encode_in_length_chunks(
+    encoder: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: torch.Tensor, max_tokens: int | None
+) -> torch.Tensor:
+    """``encoder(input_ids, attention_mask)`` of a right-padded batch ``[B, L]``, computed in
+    length-sorted chunks, each cut to its longest row (``lengths``: each row's positions before its
+    padding) and holding at most ``max_tokens`` padded positions (None: one chunk), then put back
+    in the batch's order and width, zeros past a row's chunk. Attention never reaches padding, so
+    each row's outputs are the whole batch's up to float rounding, without the FLOPs of its padding."""
+    if max_tokens is None:
+        return encoder(input_ids, attention_mask)
+    width = input_ids.shape[1]
+    order = torch.argsort(lengths, descending=True, stable=True)
+    sorted_lengths = lengths[order].cpu().numpy()
+    parts = []
+    for start, end in length_batches(sorted_lengths, len(sorted_lengths), max_tokens):
+        rows, cut = order[start:end], int(sorted_lengths[start])
+        parts.append(F.pad(encoder(input_ids[rows, :cut], attention_mask[rows, :cut]), (0, 0, 0, width - cut)))
+    return torch.cat(parts)[torch.argsort(order)]
+
+
 def length_batches(sorted_lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[tuple[int, int]]:
     """``(start, end)`` of each batch over lengths sorted longest first: at most ``batch_size``
     items and, with ``max_tokens``, at most that many padded positions (its first item's length

@@ -144,7 +144,7 @@ def stage1_examples(hops: Sequence[LabelledHop], config: Stage1TrainingConfig) -
 def stage1_loss(model: SequenceModel, batch: Sequence[Stage1Example], condenser: CondenserConfig) -> torch.Tensor:
     per_query = stage1_inputs(model, [e.query for e in batch], condenser)
     windows = [w for _, pairs in per_query for w, _ in pairs]
-    logits = model.logits(windows)
+    logits = model.training_logits(windows)
     losses, offset = [], 0
     for example, (_, pairs) in zip(batch, per_query, strict=True):
         n = sum(len(w.positions) for w, _ in pairs)
@@ -250,7 +250,7 @@ def _hops_by_claim(hops: Sequence[LabelledHop]) -> dict[str, list[LabelledHop]]:
 def stage2_loss(model: SequenceModel, batch: Sequence[Stage2Example], condenser: CondenserConfig, bce_weight: float) -> torch.Tensor:
     ids = model.token_cache([t for e in batch for t in (e.claim, *e.facts)])
     windows = [stage2_window(model.tokenizer, e.claim, e.facts, condenser.claim_maxlen, condenser.fact_maxlen, condenser.stage2_maxlen, ids) for e in batch]
-    logits = model.logits(windows)
+    logits = model.training_logits(windows)
     losses, offset = [], 0
     for example in batch:
         scores = logits[offset : offset + len(example.facts)]
@@ -299,7 +299,7 @@ def reader_examples(claims: Sequence[ReaderClaim], inputs: str) -> list[ReaderEx
 def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: ReaderConfig) -> torch.Tensor:
     ids = model.token_cache([t for e in batch for t in (e.claim, *e.facts)])
     windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in batch]
-    return F.cross_entropy(model.logits(windows), torch.tensor([e.label for e in batch], device=model.device))
+    return F.cross_entropy(model.training_logits(windows), torch.tensor([e.label for e in batch], device=model.device))
 
 
 # ---- training ---------------------------------------------------------------------------------

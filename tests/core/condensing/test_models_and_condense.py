@@ -255,3 +255,21 @@ def test_a_swapped_name_is_the_claims_worst_covered_token(backbone):
 def test_alignment_scoring_belongs_to_the_reader(backbone):
     with pytest.raises(ValueError, match="alignment scoring is the reader's"):
         SequenceModel.load("stage2", backbone, "cpu", scoring="alignment")
+
+
+def test_training_logits_in_length_chunks_are_the_whole_batchs(stage1, film, monkeypatch):
+    """A training step on the CPU reads its windows in length-sorted chunks: the logits come back
+    in the windows' order, equal to one padded batch's up to rounding (dropout off)."""
+    import baleen_core.retrieval.modeling as modeling
+    from baleen_core.condensing.condense import stage1_inputs
+
+    long = passage(2, "Oren Vask", *[f"Oren Vask directed film number {i} in the year {1990 + i}." for i in range(12)])
+    queries = [Stage1Query("Glass Harbour was directed by a Dane", ("Kelda Marrow | She starred in it.",), (film, long)), Stage1Query("Kelda Marrow", (), (long, film))]
+    windows = [w for _, pairs in stage1_inputs(stage1, queries, CONDENSER) for w, _ in pairs]
+    assert len({len(w.input_ids) for w in windows}) > 2  # lengths that differ: the chunks matter
+    stage1.module.eval()
+    with torch.no_grad():
+        whole = stage1.logits(windows)
+        monkeypatch.setattr(modeling, "CPU_TRAINING_CHUNK_TOKENS", 64)
+        chunked = stage1.training_logits(windows)
+    assert chunked.shape == whole.shape and torch.allclose(chunked, whole, atol=1e-4)

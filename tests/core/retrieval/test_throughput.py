@@ -28,6 +28,6 @@ def test_measured_encoding_reports_rates_that_agree_with_each_other(flipr, passa
     for run in result["by_batch_tokens"].values():
         assert run["passages_per_s"] == pytest.approx(24 / run["seconds"], rel=0.01)
         assert run["padded_tokens_per_s"] >= run["tokens_per_s"] >= run["scored_tokens_per_s"] > 0
-        assert run["fraction_of_matmul_peak"] == pytest.approx(run["tflops"], rel=0.01, abs=1e-4)  # peak = 1 TFLOP/s
+        assert run["fraction_of_matmul_peak"] == pytest.approx(run["tflops"], abs=6e-4)  # peak = 1 TFLOP/s; tflops is rounded to 0.001
     assert result["by_batch_tokens"]["64"]["batches"] > result["by_batch_tokens"]["4096"]["batches"] == 1
     assert result["passages_per_s_from_text"] > 0

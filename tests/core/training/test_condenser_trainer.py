@@ -149,7 +149,9 @@ def test_stage2_learns_to_keep_gold_facts(tmp_path):
         order = [(i + k) % 4 for k in range(4)]  # the gold fact moves around
         return Stage2Example(f"u{i}", claim, tuple(facts[k] for k in order), tuple(k == 1 for k in order))
 
-    train = [example(i, c, p) for i, (c, p) in enumerate(rule_world(24))]
+    # 48 examples: with 24 the rule was learned or not by the dropout stream (seeds 0-2 reached top-1
+    # 0.33 / 0.92 / 1.0 once the batches were encoded in length order); with 48, 0.92 / 1.0 / 1.0
+    train = [example(i, c, p) for i, (c, p) in enumerate(rule_world(48))]
     test = [example(i, c, p) for i, (c, p) in enumerate(rule_world(12, offset=100))]
 
     def top1_and_margin():

@@ -114,3 +114,44 @@ def test_another_gold_passage_of_the_same_claim_is_no_negative():
         [True, False, False, False, False, True],
         [False, False, False, False, False, False],  # another claim's gold passage stays a negative for this one
     ]
+
+
+def test_a_step_in_length_chunks_has_the_whole_batchs_loss_and_gradients(small_flipr, monkeypatch):
+    """On the CPU a training step encodes its queries and passages in length-sorted chunks (no
+    FLOPs on padding); with dropout off, its loss and gradients are those of one padded batch."""
+    import baleen_core.retrieval.modeling as modeling
+
+    batch = examples()[:6]
+    batch = [FliprExample(e.claim, ("Zorvik | a context fact of some length here.",) * (i % 3), e.positive + " More words." * i, e.negatives) for i, e in enumerate(batch)]
+    small_flipr.encoder.eval()  # dropout off: the two paths see the same network
+
+    def loss_and_grads(chunk_tokens):
+        monkeypatch.setattr(modeling, "CPU_TRAINING_CHUNK_TOKENS", chunk_tokens)
+        small_flipr.encoder.zero_grad()
+        loss = flipr_batch_loss(small_flipr, batch, hard_negatives=1)
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in small_flipr.encoder.parameters() if p.grad is not None]
+
+    whole, whole_grads = loss_and_grads(10**9)  # one chunk: the padded batch
+    chunked, chunked_grads = loss_and_grads(40)  # several chunks of a few rows each
+    assert chunked == pytest.approx(whole, abs=1e-5)
+    assert len(chunked_grads) == len(whole_grads) > 0
+    for a, b in zip(chunked_grads, whole_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_chunks_cut_each_row_to_its_length_and_keep_the_batch_order():
+    from baleen_core.retrieval.modeling import encode_in_length_chunks
+
+    seen = []
+
+    def encoder(ids, attention):  # the row's id, at every position, as a 1-d vector
+        seen.append(tuple(ids.shape))
+        return ids[..., None].float() * attention[..., None]
+
+    ids = torch.tensor([[1, 1, 0, 0, 0], [2, 2, 2, 2, 2], [3, 0, 0, 0, 0], [4, 4, 4, 0, 0]])
+    attention = (ids != 0).long()
+    out = encode_in_length_chunks(encoder, ids, attention, attention.sum(1), max_tokens=10)
+    assert seen == [(2, 5), (2, 2)]  # longest first: rows 2 and 4 (5 and 3 long, cut to 5), then rows 1 and 3 (cut to 2)
+    assert torch.equal(out[..., 0], (ids * attention).float())  # each row back in its place, zeros past its length
+    assert encode_in_length_chunks(encoder, ids, attention, attention.sum(1), max_tokens=None).shape == (4, 5, 1)
