@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -144,8 +145,6 @@ def machine_description() -> str:
 def device_description(device) -> dict:
     """What a device timing was taken on: the machine, Python, torch and transformers, and the
     GPU's name, memory and CUDA version (or the CPU's torch threads)."""
-    import sys
-
     import torch
     import transformers
 

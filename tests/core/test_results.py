@@ -91,3 +91,19 @@ def test_a_retriever_comparison_file_has_the_shared_shape_and_a_table_of_its_own
     assert table.splitlines()[0] == "| system | hops | claims | retrieval_at_25 | chain_reached |"
     assert "| flipr | all | 2 | 0.500 [" in table and "| flipr − bm25 | all | +0.000 [+0.000, +0.000] | +1.000 [+1.000, +1.000] |" in table
     assert "max facts" not in table and "2 held-out train claims; majority class —" in table
+
+
+def test_a_sectioned_results_file_keeps_what_a_run_of_the_same_commit_measured(tmp_path):
+    import json
+
+    from baleen_core.results import SectionedResults
+
+    out = tmp_path / "gpu.json"
+    first = SectionedResults(out, {"commit": "abc"}, ["encoding", "engine"])
+    first.set("encoding", {"passages_per_s": 10})
+    assert json.loads(out.read_text()) == {"commit": "abc", "encoding": {"passages_per_s": 10}, "engine": None}  # written at once
+    again = SectionedResults(out, {"commit": "abc"}, ["encoding", "engine"])  # a run cut off goes on: keeps encoding
+    again.set("engine", {"claims_per_s": 2})
+    assert json.loads(out.read_text()) == {"commit": "abc", "encoding": {"passages_per_s": 10}, "engine": {"claims_per_s": 2}}
+    other = SectionedResults(out, {"commit": "def"}, ["encoding", "engine"])  # another commit keeps nothing
+    assert other.doc == {"commit": "def", "encoding": None, "engine": None} and not list(tmp_path.glob(".*.tmp"))
