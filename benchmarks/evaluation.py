@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import yaml
-from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
+from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -72,9 +72,10 @@ def main() -> None:
         sys.exit(f"{training_config} is missing: run `python benchmarks/training.py --work {args.work}` first (it trains the models evaluated here)")
     store = ArtifactStore(args.work / "store")
     if not store.refs("reader_checkpoint"):  # an interrupted training benchmark: finish it (untrained-flipr would need `baleen index`)
-        if not store.refs("claims", "claims"):
-            ingest_flow(str(args.hover_mini), str(training_config))
-        training_flow(str(training_config))
+        with flow_server():
+            if not store.refs("claims", "claims"):
+                ingest_flow(str(args.hover_mini), str(training_config))
+            training_flow(str(training_config))
     config_path = args.work / "evaluation.yaml"
     settings = yaml.safe_load(training_config.read_text())  # its evaluation.systems decided what was trained
     evaluation = {**settings.get("evaluation", {}), "split": "dev"}
@@ -94,7 +95,8 @@ def main() -> None:
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))
 
     started = time.perf_counter()
-    refs = evaluation_flow(str(config_path))
+    with flow_server():
+        refs = evaluation_flow(str(config_path))
     wall = time.perf_counter() - started
     print(f"\nevaluation flow wall time: {wall:.0f} s (systems already verified are reused)")
     report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)

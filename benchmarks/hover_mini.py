@@ -23,3 +23,14 @@ def require_hover_mini(path: Path, needs: str = ".") -> Path:
     if not (path / needs).exists():
         sys.exit(f"hover-mini not found at {path}; pass --hover-mini")
     return path
+
+
+def flow_server():
+    """The API the benchmark's flows report to, as the CLI runs them (``prefect_api``): a
+    temporary server that stops with the block, and dies with this process when it is killed
+    (Prefect's own ephemeral server outlives a SIGKILLed parent, holding the Prefect database)."""
+    from prefect.settings import PREFECT_HOME
+
+    from baleen_flows.temporary_server import prefect_api
+
+    return prefect_api(Path(PREFECT_HOME.value()))

@@ -36,7 +36,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
+from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
 
 
@@ -122,9 +122,10 @@ def main() -> None:
     )
     store = ArtifactStore(work / "store")
     started, from_scratch = time.perf_counter(), not store.refs("claims", "claims")
-    if from_scratch:
-        ingest_flow(str(args.hover_mini), str(config_path))
-    refs = training_flow(str(config_path))
+    with flow_server():
+        if from_scratch:
+            ingest_flow(str(args.hover_mini), str(config_path))
+        refs = training_flow(str(config_path))
     wall = time.perf_counter() - started
     # a resumed run's wall time covers only what was left, so the file says which it is
     (work / "training-wall.json").write_text(json.dumps({"seconds": round(wall, 1), "from_scratch": from_scratch}) + "\n")
