@@ -12,12 +12,20 @@ Its runs go to Prefect's database in ``PREFECT_HOME`` (``prefect server start`` 
 afterwards), one server at a time: the server holds a lock on the database until it exits. A
 second command started meanwhile gets a database of its own for its lifetime instead of racing
 the first for one SQLite file (two servers migrating one file at once crash at start-up).
+
+SQLite takes one writer at a time, and a request whose transaction meets another writer fails at
+once with ``database is locked``, which Prefect's server answers with 503 and no ``Retry-After``;
+Prefect's client then waits 2 s before it asks again, most of the cost of a small flow run. The
+temporary server runs Prefect's app inside :class:`RetryBusyDatabase`, which asks the app again
+itself after tens of milliseconds, so the client sees the 503 only when the lock outlasts those
+retries, and then retries as before.
 """
 
 from __future__ import annotations
 
 import ctypes
 import fcntl
+import logging
 import os
 import signal
 import socket
@@ -25,15 +33,33 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 
 #: Seconds a stopping server gets to finish its writes before it is killed.
 STOP_GRACE_SECONDS = 3.0
 _PR_SET_PDEATHSIG = 1  # prctl option: the signal a child gets when its parent dies (Linux)
+#: Seconds the temporary server waits before each of its own retries of a request SQLite refused
+#: as locked (3.2 s in all, then the client's retries take over). A lock lasts milliseconds:
+#: it is held by one write transaction of the server's recorders or of another request.
+BUSY_RETRY_DELAYS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.5, 0.5, 0.5, 0.5)
+SERVICE_UNAVAILABLE = 503  # what Prefect's server answers when SQLite says the database is locked
+
+#: uvicorn factories: Prefect's own API app, and the temporary server's (Prefect's under the retry)
+PREFECT_APP_FACTORY = "prefect.server.api.server:create_app"
+APP_FACTORY = f"{__name__}:create_app"
+
+_log = logging.getLogger(__name__)
+
+Scope = Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class ServerStartError(RuntimeError):
@@ -45,15 +71,13 @@ def prefect_api(home: Path) -> Iterator[str]:
     """The API URL to report to for the ``with`` block: ``PREFECT_API_URL`` as set, or a temporary
     server's, stopped when the block ends, however it ends. Before that, the logs and events the
     block's runs queued are sent (Prefect sends them in the background)."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, PREFECT_UI_URL, temporary_settings
 
     with ExitStack() as stack:
         url = os.environ.get("PREFECT_API_URL")
         if not url:
             database, lock_fd, folder = stack.enter_context(_database(home))
-            url = stack.enter_context(_server(home, database, lock_fd, folder / "temporary-server.log"))
+            url = stack.enter_context(serve_prefect_api(home, database, lock_fd, folder / "temporary-server.log"))
             # no UI on a temporary server: no "View at" links to it. No heartbeats either: nothing
             # watches them there (the zombie automation lives on deployed servers), and Prefect's
             # default (every 180 s) made every flow run wait up to a second for its heartbeat
@@ -62,8 +86,17 @@ def prefect_api(home: Path) -> Iterator[str]:
         try:
             yield url
         finally:
-            for worker in (APILogWorker, EventsWorker):
-                worker.drain_all(timeout=STOP_GRACE_SECONDS)
+            drain_queued_logs_and_events()
+
+
+def drain_queued_logs_and_events() -> None:
+    """Send the logs and events Prefect queued (it sends them in the background), waiting at most
+    :data:`STOP_GRACE_SECONDS` for each kind: before their server stops."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=STOP_GRACE_SECONDS)
 
 
 @contextmanager
@@ -93,7 +126,8 @@ def _database(home: Path) -> Iterator[tuple[str | None, int | None, Path]]:
 
 
 @contextmanager
-def _server(home: Path, database: str | None, lock_fd: int | None, log_path: Path) -> Iterator[str]:
+def serve_prefect_api(home: Path, database: str | None, lock_fd: int | None, log_path: Path, factory: str = APP_FACTORY) -> Iterator[str]:
+    """A Prefect server (uvicorn running ``factory``) for the ``with`` block: its API URL."""
     import prefect
 
     port = _free_port()
@@ -102,7 +136,7 @@ def _server(home: Path, database: str | None, lock_fd: int | None, log_path: Pat
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = database
     command = [
         sys.executable, "-m", "uvicorn", "--app-dir", str(Path(prefect.__file__).parent.parent), "--factory",
-        "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on",
+        factory, "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on",
     ]
     with open(log_path, "w") as log:
         server = subprocess.Popen(
@@ -117,6 +151,67 @@ def _server(home: Path, database: str | None, lock_fd: int | None, log_path: Pat
         yield url
     finally:
         _stop(server)
+
+
+def create_app() -> RetryBusyDatabase:
+    """The temporary server's ASGI app (uvicorn's factory): Prefect's API, retried when busy."""
+    from prefect.server.api.server import create_app as create_prefect_app
+
+    return RetryBusyDatabase(create_prefect_app())
+
+
+class RetryBusyDatabase:
+    """ASGI wrapper that sends an HTTP request to ``app`` again, after each of ``delays``, while
+    the app answers it 503 (Prefect's server: SQLite said the database is locked, the transaction
+    was rolled back). A client would send the same request again; this saves it the round trip
+    and Prefect's 2-s backoff. A 503 is not passed on until the last try, which passes on
+    whatever the app answers or raises. Other answers, other errors and other scopes (lifespan,
+    websockets) pass through untouched; a response is streamed as the app sends it."""
+
+    def __init__(self, app: ASGIApp, delays: Sequence[float] = BUSY_RETRY_DELAYS) -> None:
+        self.app, self.delays = app, tuple(delays)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = await _whole_request(receive)  # kept, to be sent again
+        for attempt, delay in enumerate(self.delays, start=1):
+            if await self._answered(scope, request, receive, send, pass_on_refusal=False):
+                return
+            _log.debug("%s %s answered 503 (try %d); asking again in %.2f s", scope.get("method"), scope.get("path"), attempt, delay)
+            await anyio.sleep(delay)
+        await self._answered(scope, request, receive, send, pass_on_refusal=True)
+
+    async def _answered(self, scope: Scope, request: list[Message], receive: Receive, send: Send, pass_on_refusal: bool) -> bool:
+        """One try: False if the app refused with 503 and the refusal was held back."""
+        refused = False
+        pending = iter(request)
+
+        async def replay() -> Message:
+            return next(pending, None) or await receive()  # after the request: the client's disconnect, if any
+
+        async def send_unless_refused(message: Message) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start" and message["status"] == SERVICE_UNAVAILABLE and not pass_on_refusal:
+                refused = True
+            if not refused:
+                await send(message)
+
+        try:
+            await self.app(dict(scope), replay, send_unless_refused)  # a fresh copy: routing writes into the scope
+        except Exception:
+            if not refused:  # Starlette raises again after sending its error response
+                raise
+        return not refused
+
+
+async def _whole_request(receive: Receive) -> list[Message]:
+    """The request's messages up to its last body chunk (or the client's disconnect)."""
+    messages = [await receive()]
+    while messages[-1]["type"] == "http.request" and messages[-1].get("more_body", False):
+        messages.append(await receive())
+    return messages
 
 
 def _terminate_with_parent() -> None:
