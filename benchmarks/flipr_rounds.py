@@ -39,7 +39,7 @@ def main() -> None:
     from baleen_core.config import BaleenConfig
     from baleen_core.training.hop_ordering import claims_from_rows
     from baleen_storage import ArtifactStore
-    from baleen_storage.indexes import open_bm25, open_searcher
+    from baleen_storage.indexes import index_retriever_config, open_bm25, open_searcher
 
     started = time.perf_counter()
     config = BaleenConfig.load(args.work / "training.yaml")
@@ -50,9 +50,9 @@ def main() -> None:
     checkpoints = {str(ref.path): ref.manifest.params for ref in store.refs("flipr_checkpoint")}
     retrievers = {"bm25": open_bm25(store, store.latest("passages", "corpus"), sentences)}
     for index in store.refs("flipr_index"):
-        retriever = index.manifest.params["retriever"]
-        trained = checkpoints.get(str(retriever.get("checkpoint")))
-        if trained is not None and retriever.get("k_claim") is not None:  # trained, focused scoring: not the untrained FLIPR, not colbert-full
+        retriever = index_retriever_config(store, index)
+        trained = checkpoints.get(str(retriever.checkpoint))
+        if trained is not None and retriever.k_claim is not None:  # trained, focused scoring: not the untrained FLIPR, not colbert-full
             name = f"flipr-r{trained['round']}-e{trained['epochs']}" + (f"-n{trained['hard_negatives']}" if trained.get("hard_negatives", 1) != 1 else "")
             name = f"{name}-{index.manifest.run_id}" if name in retrievers else name
             retrievers[name] = open_searcher(store, config.search, config.retriever.device, index)[0]

@@ -112,7 +112,7 @@ def main() -> None:
     for row in gold_rows:
         gold.setdefault(row["uid"], set()).add(row["pid"])
 
-    flipr = Flipr.load(index_retriever_config(index_ref))
+    flipr = Flipr.load(index_retriever_config(store, index_ref))
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     pq_index, _ = open_index(store, index_ref, storage="codec")
     fp16_index, _ = open_index(store, index_ref, storage="fp16")

@@ -13,10 +13,13 @@ from baleen_storage.store import ArtifactRef, ArtifactStore, CorruptArtifact, St
 PRODUCER = "index"
 
 
-def index_retriever_config(ref: ArtifactRef, device: str = "auto") -> RetrieverConfig:
-    """The retriever settings an index was built with (queries must be encoded the same way)."""
+def index_retriever_config(store: ArtifactStore, ref: ArtifactRef, device: str = "auto") -> RetrieverConfig:
+    """The retriever settings an index was built with (queries must be encoded the same way),
+    its trained checkpoint read from this store even if the store was copied or moved since."""
     raw = dict(ref.manifest.params["retriever"])
     raw["device"] = device
+    if raw.get("checkpoint"):
+        raw["checkpoint"] = str(store.relocated(raw["checkpoint"]))
     return RetrieverConfig.model_validate(raw)
 
 
@@ -51,7 +54,7 @@ def open_searcher(
     ``full_interaction`` scores with every query position (ColBERT) instead of FLIPR's top k.
     ``warn`` hears of settings the index cannot honour as given (an ``nprobe`` above its centroids)."""
     index, ref = open_index(store, ref, storage)
-    flipr = Flipr.load(index_retriever_config(ref, device))
+    flipr = Flipr.load(index_retriever_config(store, ref, device))
     searcher = FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction)
     if warn is not None and searcher.nprobe_note:
         warn(searcher.nprobe_note)
@@ -118,5 +121,5 @@ def refreshable_indexes(store: ArtifactStore) -> list[tuple[str | None, str | No
             ref = newest(store)
         except StoreError:
             continue
-        found.append((ref.manifest.producer.removeprefix(f"{PRODUCER}-"), ref.manifest.params["retriever"]["checkpoint"]))
+        found.append((ref.manifest.producer.removeprefix(f"{PRODUCER}-"), str(index_retriever_config(store, ref).checkpoint)))
     return found

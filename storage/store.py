@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -157,6 +157,15 @@ def fingerprint(**parts: Any) -> str:
     """Deterministic hash of JSON-serialisable parts (keys sorted)."""
     blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def published_manifest(folder: Path) -> Manifest | None:
+    """The manifest of the published artifact whose folder is ``folder``; None if it is none."""
+    path = Path(folder) / MANIFEST_FILE
+    try:
+        return Manifest.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def file_fingerprint(path: Path) -> str:
@@ -324,6 +333,18 @@ class ArtifactStore:
             / f"run={_check_name('run id', run_id)}"
             / f"producer={_check_name('producer', producer)}"
         )
+
+    def relocated(self, recorded: Path | str) -> Path:
+        """A path a manifest recorded, in this store: the same artifact folder (or a file in it)
+        under this root when the recorded path names one (``…/artifacts/<name>/run=<id>/producer=<p>…``)
+        and this store holds it, so that a store copied or moved elsewhere reads its own files; any
+        other path as recorded."""
+        parts = Path(recorded).parts
+        for i in range(len(parts) - 4, -1, -1):
+            if parts[i] == "artifacts" and parts[i + 2].startswith("run=") and parts[i + 3].startswith("producer="):
+                here = self.root.joinpath(*parts[i:])
+                return here if here.exists() else Path(recorded)
+        return Path(recorded)
 
     def report_path(self, run_id: str, relative: str) -> Path:
         """Where a run's report file lives; refuses paths that would leave the store."""
@@ -559,10 +580,18 @@ class ArtifactStore:
         released = [r for r in matches if self.release_state(r.manifest.run_id, r.manifest.producer).released]
         return (released or matches)[-1] if matches else None
 
-    def find_outputs(self, names: list[str], producer: str, fingerprint: str) -> dict[str, ArtifactRef] | None:
-        """All outputs of one step with this fingerprint, or None if any is missing (then recompute)."""
-        found = {name: self.find(name, producer, fingerprint) for name in names}
-        return None if any(ref is None for ref in found.values()) else found
+    def find_any(self, name: str, producer: str | None, fingerprints: Sequence[str]) -> ArtifactRef | None:
+        """:meth:`find` with the first of ``fingerprints`` (the step's, then older names of it) that finds one."""
+        return next((ref for fp in fingerprints if (ref := self.find(name, producer, fp)) is not None), None)
+
+    def find_outputs(self, names: list[str], producer: str, fingerprint: str | Sequence[str]) -> dict[str, ArtifactRef] | None:
+        """All outputs of one step with this fingerprint (or the first of several that has them
+        all), or None if any is missing (then recompute)."""
+        for fp in [fingerprint] if isinstance(fingerprint, str) else fingerprint:
+            found = {name: self.find(name, producer, fp) for name in names}
+            if all(ref is not None for ref in found.values()):
+                return found
+        return None
 
     def latest(self, name: str, producer: str | None = None) -> ArtifactRef:
         """The newest ``name`` artifact that passed its gates; when there is none but there are

@@ -22,6 +22,7 @@ from baleen_core.retrieval.codec import ResidualCodec, codec_sample_size, faiss_
 from baleen_core.retrieval.index import DEAD_POSITIONS_FILE, FP16_FILE, IVF_DOCS_FILE, IVF_OFFSETS_FILE, write_shard
 from baleen_schemas import FLIPR_CODEC, FLIPR_INDEX, FLIPR_SHARD, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, file_fingerprint, fingerprint
+from baleen_storage.store import published_manifest
 from baleen_storage.indexes import PRODUCER
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, readable, run_logger
@@ -44,7 +45,25 @@ def shard_producer(tag: str | None, shard: ShardPlan) -> str:
 
 
 def encoder_fingerprint(config: RetrieverConfig) -> str:
-    """Changes when the weights or any encoding setting changes (device excluded)."""
+    """Changes when the weights or any encoding setting changes (device excluded). A checkpoint
+    published in a store (a trained FLIPR) is named by its artifact's fingerprint, not by where
+    it lies, so that a store copied or moved elsewhere reuses what it made with it; any other
+    checkpoint or backbone by its path, files, sizes and modification times."""
+    published = published_manifest(Path(config.checkpoint)) if config.checkpoint else None
+    if published is None:
+        return _located_encoder_fingerprint(config)
+    weights = f"{published.name} {published.producer} {published.fingerprint}"
+    return fingerprint(weights=weights, config=config.model_dump(mode="json", exclude={"device", "checkpoint"}))
+
+
+def encoder_fingerprints(config: RetrieverConfig) -> list[str]:
+    """:func:`encoder_fingerprint`, then the fingerprint that stores made before it recorded for
+    the same encoder (a published checkpoint named by its path): steps looked up by either are
+    reused, so an existing store does not rebuild its trained indexes once."""
+    return list(dict.fromkeys([encoder_fingerprint(config), _located_encoder_fingerprint(config)]))
+
+
+def _located_encoder_fingerprint(config: RetrieverConfig) -> str:
     source = Path(config.checkpoint) if config.checkpoint else Path(config.resolved_backbone())
     weights = file_fingerprint(source) if source.exists() else str(source)
     return fingerprint(weights=weights, config=config.model_dump(mode="json", exclude={"device"}))
@@ -87,9 +106,10 @@ def train_index_codec(
     """Encode a seeded sample of passages; k-means centroids (faiss) and the residual PQ."""
     logger, store = run_logger(), ArtifactStore(store_root)
     params = codec_params(config)
-    fp = fingerprint(step="flipr_codec", passages=passages.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CODEC.version)
+    fps = [fingerprint(step="flipr_codec", passages=passages.fingerprint, encoder=e, params=params, version=FLIPR_CODEC.version) for e in encoder_fingerprints(retriever)]
+    fp = fps[0]
     with store.making("flipr_codec", index_producer(tag), fp, waiting_for("the codec")):
-        if not force and (reused := store.find("flipr_codec", index_producer(tag), fp)):
+        if not force and (reused := store.find_any("flipr_codec", index_producer(tag), fps)):
             logger.info("codec unchanged: reusing run %s", reused.manifest.run_id)
             return reused
         pids = store.passage_ids(passages)

@@ -23,7 +23,7 @@ from baleen_core.retrieval.index import DEAD_POSITIONS_FILE, IVF_DOCS_FILE, IVF_
 from baleen_schemas import FLIPR_INDEX, INDEX_PASSAGES
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint, lineage
 from baleen_storage.indexes import shard_refs
-from baleen_tasks.index import codec_params, encoder_fingerprint, index_meta, index_producer, publish_index, shards_error, texts_of, waiting_for
+from baleen_tasks.index import codec_params, encoder_fingerprints, index_meta, index_producer, publish_index, shards_error, texts_of, waiting_for
 from baleen_tasks.reporting import run_logger
 
 
@@ -55,9 +55,9 @@ def _digests(store: ArtifactStore, passages: ArtifactRef) -> dict[int, bytes]:
 
 def _updatable(store: ArtifactStore, retriever: RetrieverConfig, config: IndexConfig, tag: str | None) -> list[ArtifactRef]:
     """Indexes of this producer made with the same encoder and codec settings, newest first."""
-    encoder, codec = encoder_fingerprint(retriever), codec_params(config)
+    encoders, codec = encoder_fingerprints(retriever), codec_params(config)
     refs = store.refs("flipr_index", index_producer(tag))
-    same = [r for r in refs if r.manifest.params.get("encoder_fingerprint") == encoder and r.manifest.params.get("codec") == codec]
+    same = [r for r in refs if r.manifest.params.get("encoder_fingerprint") in encoders and r.manifest.params.get("codec") == codec]
     return sorted(same, key=lambda r: r.manifest.created_at, reverse=True)
 
 

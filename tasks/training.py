@@ -18,7 +18,7 @@ from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
 from baleen_storage.indexes import open_searcher, trained_flipr_tag
-from baleen_tasks.index import encoder_fingerprint
+from baleen_tasks.index import encoder_fingerprints
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, publish_table, readable, run_logger
 
@@ -82,10 +82,11 @@ def train_flipr_on_labels(
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = tag or trained_flipr_tag(round_number)
     params = {"round": round_number, **config.model_dump(mode="json")}
-    fp = fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=encoder_fingerprint(retriever), params=params, version=FLIPR_CHECKPOINT.version)
+    fps = [fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=e, params=params, version=FLIPR_CHECKPOINT.version) for e in encoder_fingerprints(retriever)]
+    fp = fps[0]
     waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731
     with store.work_dir(f"flipr-{fp}", on_wait=waiting) as work_dir:  # re-checked inside: the run waited for may have published it
-        if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fp)):
+        if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fps)):
             logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
             return reused
         examples = read_flipr_examples(store, labels, claims, passages, sentences, config.max_examples)

@@ -280,3 +280,28 @@ def test_training_with_bm25_round0_needs_no_untrained_index(prefect_server, tiny
     assert system_retriever(store, "baleen", cfg, models, passages, sentences) is not None
     with pytest.raises(StoreError, match="untrained-flipr needs the untrained index .*baleen index"):
         system_retriever(store, "untrained-flipr", cfg, models, passages, sentences)
+
+
+def test_a_store_copied_and_moved_elsewhere_retrains_and_rebuilds_nothing(pipeline_world, tmp_path):
+    """A trained FLIPR's checkpoint is named by its artifact, not by its path, and an index reads it
+    from its own store: a copy of the session's store, then moved, runs the training flow without
+    making any artifact anew, and its searcher loads FLIPR from the moved store."""
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import training_flow
+
+    copy, _ = _store_copy_with(pipeline_world, tmp_path / "copy")
+    moved = copy.rename(tmp_path / "moved")
+    config = tmp_path / "moved.yaml"
+    settings = BaleenConfig.load(pipeline_world.config).model_copy(update={"store_root": moved})
+    config.write_text(yaml.safe_dump(settings.model_dump(mode="json", exclude_defaults=True)))
+
+    def manifests() -> set[Path]:
+        return {p.relative_to(moved) for p in moved.glob("artifacts/*/run=*/producer=*/_manifest.json")}
+
+    before = manifests()
+    refs = training_flow(str(config))
+    assert manifests() == before
+    assert refs["index"].path.is_relative_to(moved)
+    searcher, _ = open_searcher(ArtifactStore(moved), settings.search, "cpu", refs["index"])
+    assert Path(searcher.flipr.config.checkpoint).is_relative_to(moved)
+    assert Path(refs["index"].manifest.params["retriever"]["checkpoint"]).is_relative_to(pipeline_world.store.root)  # as recorded

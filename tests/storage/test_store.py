@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 from baleen_storage import ArtifactStore, StoreError, fingerprint, new_run_id
-from baleen_storage.store import UnreleasedArtifact
+from baleen_storage.store import UnreleasedArtifact, published_manifest
 
 
 def _passages(n, start=0):
@@ -210,3 +213,48 @@ def test_fingerprint_is_order_independent_and_sensitive():
 def test_run_ids_sort_by_time_and_are_unique():
     ids = {new_run_id() for _ in range(100)}
     assert len(ids) == 100 and all(len(i.split("-")) == 2 for i in ids)
+
+
+def _checkpoint(store: ArtifactStore, run: str, weights: bytes = b"w") -> Path:
+    with store.file_writer("flipr_checkpoint", run_id=run, producer="flipr-r0", fingerprint=f"checkpoint-{run}") as w:
+        (w.dir / "flipr_head.pt").write_bytes(weights)
+    return w.ref.path
+
+
+def test_a_recorded_artifact_path_is_read_from_a_copy_of_the_store(tmp_path):
+    """A manifest records absolute paths; a store copied (or moved) elsewhere reads its own copy of
+    the artifact they name, and any path that names no artifact of it as recorded."""
+    original = ArtifactStore(tmp_path / "artifacts" / "a")  # a folder named "artifacts" above the root must not confuse it
+    recorded = _checkpoint(original, "20260101T000000Z-aaaaaa")
+    shutil.copytree(original.root, tmp_path / "b")
+    copy = ArtifactStore(tmp_path / "b")
+    assert copy.relocated(recorded) == copy.root / recorded.relative_to(original.root)
+    assert copy.relocated(str(recorded / "flipr_head.pt")) == copy.root / recorded.relative_to(original.root) / "flipr_head.pt"
+    assert original.relocated(recorded) == recorded
+    elsewhere = tmp_path / "elsewhere" / "model"
+    assert copy.relocated(elsewhere) == elsewhere
+    only_in_original = _checkpoint(original, "20260102T000000Z-bbbbbb")
+    assert copy.relocated(only_in_original) == only_in_original  # the copy does not hold it
+
+
+def test_published_manifest_names_only_published_artifacts(tmp_path):
+    store = ArtifactStore(tmp_path)
+    folder = _checkpoint(store, "20260101T000000Z-aaaaaa")
+    assert published_manifest(folder).fingerprint == "checkpoint-20260101T000000Z-aaaaaa"
+    assert published_manifest(folder / "flipr_head.pt") is None and published_manifest(tmp_path / "missing") is None
+
+
+def test_a_step_looked_up_by_several_fingerprints_takes_the_first_that_has_all_outputs(store):
+    """A step renamed (its fingerprint computed another way) is still found under its old name;
+    the new name wins when both exist; a step with an output missing under a name is not found by it."""
+    for run, fp in (("20260101T000000Z-aaaaaa", "old"), ("20260102T000000Z-bbbbbb", "new")):
+        with store.file_writer("flipr_checkpoint", run_id=run, producer="flipr-r0", fingerprint=fp) as w:
+            (w.dir / "flipr_head.pt").write_bytes(b"w")
+    with store.writer("training_steps", run_id="20260101T000000Z-aaaaaa", producer="flipr-r0", fingerprint="old") as w:
+        w.write({"model": ["flipr"], "round": [0], "epoch": [0], "step": [0], "loss": [1.0], "val_loss": [None], "lr": [0.1], "examples": [2], "seconds": [0.5]})
+    assert store.find_any("flipr_checkpoint", "flipr-r0", ["new", "old"]).manifest.run_id == "20260102T000000Z-bbbbbb"
+    assert store.find_any("flipr_checkpoint", "flipr-r0", ["missing", "old"]).manifest.run_id == "20260101T000000Z-aaaaaa"
+    assert store.find_any("flipr_checkpoint", "flipr-r0", ["missing"]) is None
+    found = store.find_outputs(["flipr_checkpoint", "training_steps"], "flipr-r0", ["new", "old"])
+    assert {ref.manifest.run_id for ref in found.values()} == {"20260101T000000Z-aaaaaa"}  # "new" lacks its steps
+    assert store.find_outputs(["flipr_checkpoint", "training_steps"], "flipr-r0", "new") is None
