@@ -46,23 +46,28 @@ def index_flow(
     passages = store.get("passages", passages_run, "corpus") if passages_run else store.latest("passages", "corpus")
     sentences = store.get("sentences", passages.manifest.run_id, "corpus")
 
-    encode = encode_shards.with_options(task_runner=task_runner(config.orchestration))
     plan = plan_index(root, passages, retriever, config.index, force, tag)
     if plan.action == "current":
         refs = current_index(root, plan)
     elif plan.action == "update":
         # a delta of one shard (or none: deletions only) needs no subflow to spread it
-        spread = encode if len(plan.shards) > 1 else encode_inline
+        spread = spread_encoding(config) if len(plan.shards) > 1 else encode_inline
         delta_shards = spread(root, passages, sentences, plan.codec, plan.shards, retriever, config.index, run_id, force, tag)
         refs = update_flipr_index(root, passages, plan, delta_shards, retriever, config.index, run_id, tag)
     else:
         shard_plans = plan_index_shards(root, passages, config.index)
         codec = train_index_codec(root, passages, sentences, retriever, config.index, run_id, force, tag)
-        shards = encode(root, passages, sentences, codec, shard_plans, retriever, config.index, run_id, force, tag)
+        shards = spread_encoding(config)(root, passages, sentences, codec, shard_plans, retriever, config.index, run_id, force, tag)
         refs = build_flipr_index(root, passages, codec, shards, retriever, config.index, run_id, force, tag)
     validate_artifact(root, "index_passages", {"passages": passages, "index_passages": refs["index_passages"]})
     refresh_catalog(root)
     return refs
+
+
+def spread_encoding(config: BaleenConfig):
+    """The encode-shards subflow on the task runner ``orchestration`` picks (made only when
+    needed: building it costs about 0.06 s, a tenth of a deletion's index run)."""
+    return encode_shards.with_options(task_runner=task_runner(config.orchestration))
 
 
 def encode_inline(store_root: str, passages: ArtifactRef, sentences: ArtifactRef, codec: ArtifactRef, plan: list[ShardPlan], *args) -> list[ArtifactRef]:

@@ -121,5 +121,5 @@ def refreshable_indexes(store: ArtifactStore) -> list[tuple[str | None, str | No
             ref = newest(store)
         except StoreError:
             continue
-        found.append((ref.manifest.producer.removeprefix(f"{PRODUCER}-"), str(index_retriever_config(store, ref).checkpoint)))
+        found.append((ref.manifest.producer.removeprefix(f"{PRODUCER}-"), str(store.relocated(ref.manifest.params["retriever"]["checkpoint"]))))
     return found
