@@ -17,12 +17,14 @@ Cost ratios are index-flow wall times (the flow as the CLI runs it, on a tempora
 server: plan, encode, merge, gate, catalog) over the full rebuild's, in the same run on the same
 machine.
 
-On the demo world (``--full-system``, the default there) the same is done with trained models, as
-a user refreshes a trained store: the pipeline (the demo's preset) trains on the base corpus, the
-ten deltas update every index a refresh updates (the untrained and the trained FLIPR's), and the
+With ``--full-system demo`` (the default) the same is done with trained models, as a user
+refreshes a trained store: the pipeline (the demo's preset) trains on the base corpus, the ten
+deltas update every index a refresh updates (the untrained and the trained FLIPR's), and the
 full system is evaluated on the dev claims twice, on the updated trained index and on a full
 rebuild of it: its Retrieval@100 (evaluation depth 100) with intervals and paired, and the
-top-25 overlap of the trained FLIPR's claim searches.
+top-25 overlap of the trained FLIPR's claim searches. ``--full-system hover-mini`` does this on
+hover-mini with the models of a store ``benchmarks/training.py`` trained (``--trained-store``,
+copied): training them here would take hours of this CPU.
 
     python benchmarks/incremental.py [--datasets hover-mini demo] [--work DIR] [--out FILE]
 
@@ -192,9 +194,16 @@ def run_dataset(name: str, source: Path, work: Path, seed: int = 0, keep_fp16: b
     }
 
 
-def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
-    """Trained models on the base corpus; the ten deltas through every index a refresh updates;
-    the full system evaluated on the updated trained index and on a rebuild of it."""
+def run_full_system(source: Path, work: Path, seed: int = 0, trained_store: Path | None = None, trained_config: Path | None = None) -> dict:
+    """Trained models on the base corpus; the ten deltas through the indexes a refresh updates;
+    the full system evaluated on the updated trained index and on a rebuild of it.
+
+    Without ``trained_store`` the pipeline (the demo's preset) trains on the base corpus and every
+    index a refresh updates follows the deltas. With it (a store the training benchmark trained,
+    and that run's ``trained_config``), a copy of the store is brought to the base corpus, its
+    trained index rebuilt there, and only that index follows the deltas: its models were trained
+    on the whole corpus, which the comparison of an updated with a rebuilt index does not need to
+    exclude (both are searched with the same models)."""
     import yaml
 
     from baleen_core.config import BaleenConfig, demo_preset
@@ -205,23 +214,34 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
     from baleen_flows.ingest import corpus_flow, ingest_flow
     from baleen_flows.pipeline import pipeline_flow
     from baleen_storage import ArtifactStore
-    from baleen_storage.indexes import refreshable_indexes
+    from baleen_storage.indexes import newest_trained_index, refreshable_indexes
 
     dataset, config = work / "dataset", work / "config.yaml"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, dataset)
-    preset = demo_preset().model_dump(mode="json")
+    preset = (BaleenConfig.load(trained_config) if trained_store else demo_preset()).model_dump(mode="json")
     preset |= {"store_root": str(work / "store"), "retriever": preset["retriever"] | {"device": "cpu"}}
-    preset["evaluation"] |= {"depth": 100, "systems": ["baleen"]}  # Retrieval@100; the full system only
+    preset["evaluation"] |= {"depth": 100, "systems": ["baleen"], "split": "dev"}  # Retrieval@100; the full system only
     config.write_text(yaml.safe_dump(preset))
+    if trained_store:  # a copied store reuses everything it made
+        shutil.copytree(trained_store, work / "store")
     store = ArtifactStore(BaleenConfig.load(config).store_root)
     beir = next(dataset.glob("*.jsonl.gz"))
     records = _records(beir)
     n_corpus = corpus_flow(str(dataset), str(config))["passages"].rows  # the whole corpus, to size the deltas
     per_delta, kept, withheld = _withheld(records, n_corpus, np.random.default_rng(seed))
     _write_records(beir, kept)
-    _, train_seconds = _timed(pipeline_flow, str(dataset), str(config))
-    print(f"full system: trained and evaluated on the base corpus in {train_seconds} s", flush=True)
+    if trained_store:
+        passages_run = ingest_flow(str(dataset), str(config))["corpus/passages"].manifest.run_id
+        trained_tag = newest_trained_index(store).manifest.producer
+        refreshed = [(tag, checkpoint) for tag, checkpoint in refreshable_indexes(store) if tag and trained_tag.endswith(tag)]
+        (tag, checkpoint), = refreshed
+        _, train_seconds = _timed(index_flow, str(config), passages_run, force=True, checkpoint=checkpoint, tag=tag)
+        print(f"full system: trained index {tag} built on the base corpus in {train_seconds} s", flush=True)
+    else:
+        _, train_seconds = _timed(pipeline_flow, str(dataset), str(config))
+        print(f"full system: trained and evaluated on the base corpus in {train_seconds} s", flush=True)
+        refreshed = None
 
     deltas = []
     for d in range(N_DELTAS):
@@ -229,10 +249,11 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
         _write_records(beir, kept)
         ingested = ingest_flow(str(dataset), str(config))
         passages_run = ingested["corpus/passages"].manifest.run_id
-        for tag, checkpoint in refreshable_indexes(store):
+        for tag, checkpoint in refreshed or refreshable_indexes(store):
             refs, seconds = _timed(index_flow, str(config), passages_run, checkpoint=checkpoint, tag=tag)
             stats = refs["flipr_index"].manifest.stats
             deltas.append({"delta": d + 1, "index": tag or "untrained", "seconds": seconds, "changes": stats.get("changes"), "rebuilt": "base_index" not in stats})
+            print(f"delta {d + 1}: index {tag or 'untrained'} in {seconds} s, {stats.get('changes')}", flush=True)
             if tag:
                 updated, trained = refs, (tag, checkpoint)
     claims_run = ingested["claims/claims"].manifest.run_id
@@ -264,7 +285,8 @@ def run_full_system(source: Path, work: Path, seed: int = 0) -> dict:
         "dev_claims": len(on_updated),
         "codec": preset["index"]["codec"],
         "trained_index": tag,
-        "pipeline_seconds": train_seconds,
+        "trained_models": "trained on the base corpus by the pipeline" if trained_store is None else f"the trained store {trained_store} (trained on the whole corpus); its trained index rebuilt on the base corpus",
+        ("pipeline_seconds" if trained_store is None else "trained_base_build_seconds"): train_seconds,
         "trained_rebuild_seconds": rebuild_seconds,
         "trained_update_seconds": {"median": statistics.median(d["seconds"] for d in deltas if d["index"] == tag), "each": [d["seconds"] for d in deltas if d["index"] == tag]},
         "retrieval_at_100": {name: block["all"]["retrieval_at_depth"] for name, block in blocks.items()},
@@ -286,7 +308,12 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["demo", "hover-mini"], choices=["demo", "hover-mini"])
     parser.add_argument("--work", type=Path, default=Path("/tmp/baleen-incremental"))
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "incremental.json")
-    parser.add_argument("--full-system", choices=["demo", "none"], default="demo", help="where to measure the full system with trained models (about 15 min on the demo world)")
+    parser.add_argument(
+        "--full-system", choices=["demo", "hover-mini", "none"], default="demo",
+        help="where to measure the full system with trained models: the demo world (about 15 min, trained here) or hover-mini (about 45 min, needs --trained-store)",
+    )
+    parser.add_argument("--trained-store", type=Path, help="hover-mini's full system: a store benchmarks/training.py trained (copied, not changed)")
+    parser.add_argument("--trained-config", type=Path, help="the configuration that store was trained with (the training run's evaluation.yaml)")
     parser.add_argument("--skip-cost", action="store_true", help="only the full-system measurement")
     parser.add_argument("--keep-fp16", action="store_true", help="index.keep_fp16 in the cost runs: the overlaps also with re-ranking from uncompressed tokens")
     args = parser.parse_args()
@@ -319,9 +346,15 @@ def main() -> None:
             print(json.dumps({name: {k: v for k, v in results[name].items() if k != "deltas"}}, indent=1), flush=True)
         if args.full_system == "demo":
             source = write_demo_world(args.work / "demo-source", DemoConfig())
-            full = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **run_full_system(source, args.work / "demo-full-system")}
-            results.setdefault("demo", {})["full_system"] = full
-            print(json.dumps({"demo full system": {k: v for k, v in full.items() if k != "deltas"}}, indent=1), flush=True)
+            full = run_full_system(source, args.work / "demo-full-system")
+        elif args.full_system == "hover-mini":
+            if not (args.trained_store and args.trained_config):
+                parser.error("--full-system hover-mini needs --trained-store and --trained-config")
+            full = run_full_system(args.hover_mini, args.work / "hover-mini-full-system", trained_store=args.trained_store, trained_config=args.trained_config)
+        if args.full_system != "none":
+            full = {"commit": commit, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **full}
+            results.setdefault(args.full_system, {})["full_system"] = full
+            print(json.dumps({f"{args.full_system} full system": {k: v for k, v in full.items() if k != "deltas"}}, indent=1), flush=True)
     document = {
         "commit": commit,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
