@@ -7,8 +7,14 @@ checkpoint, ``-n<hard negatives>`` where not 1) and BM25 get the training benchm
 held-out *training* claims, and each ``--pair`` is compared on the same claims. That is where the
 number of label rounds and FLIPR epochs are chosen; dev is never read.
 
+``--search NPROBE NCANDIDATES`` (repeatable) adds each trained FLIPR again with wider candidate
+generation (``NAME@p<nprobe>-c<ncandidates>``), and ``--exhaustive`` with exact FLIPR over every
+passage (``NAME@exhaustive``, about 1.5 s a search on hover-mini): how much gold the index's
+candidate generation costs the trained retriever, against how much its model does.
+
     python benchmarks/flipr_rounds.py --work DIR --out benchmarks/results/NAME.json
         [--pair flipr-r0-e2 flipr-r1-e1 ...]   (default: every FLIPR against BM25)
+        [--search 8 2048 ...] [--exhaustive]
 """
 
 from __future__ import annotations
@@ -23,12 +29,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training import retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
+class ExhaustiveRanker:
+    """A FLIPR searcher that ranks by exact FLIPR over every passage instead of its index's
+    candidates (the hop ranker :func:`retriever_row` reads)."""
+
+    def __init__(self, searcher) -> None:
+        self.searcher = searcher
+
+    def rank(self, claim: str, context, depth: int, exclude: set[int]) -> list[tuple[int, float]]:
+        (hits,) = self.searcher.exhaustive([claim], [list(context)], k=depth, exclude=[exclude])
+        return [(hit.pid, hit.score) for hit in hits]
+
+    def score(self, claim: str, context, pids) -> list[float]:
+        return self.searcher.score(claim, context, pids)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's --work directory")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file (a real pack's: dev)")
     parser.add_argument("--pair", nargs=2, action="append", metavar=("SYSTEM", "BASELINE"), help="compare SYSTEM − BASELINE (repeatable)")
+    parser.add_argument("--search", nargs=2, type=int, action="append", default=[], metavar=("NPROBE", "NCANDIDATES"), help="each trained FLIPR also with these search settings (repeatable)")
+    parser.add_argument("--exhaustive", action="store_true", help="each trained FLIPR also by exact FLIPR over every passage (slow)")
     args = parser.parse_args()
     if not (args.work / "training.yaml").is_file():
         sys.exit(f"{args.work} holds no training benchmark run (no training.yaml)")
@@ -55,7 +78,12 @@ def main() -> None:
         if trained is not None and retriever.k_claim is not None:  # trained, focused scoring: not the untrained FLIPR, not colbert-full
             name = f"flipr-r{trained['round']}-e{trained['epochs']}" + (f"-n{trained['hard_negatives']}" if trained.get("hard_negatives", 1) != 1 else "")
             name = f"{name}-{index.manifest.run_id}" if name in retrievers else name
-            retrievers[name] = open_searcher(store, config.search, config.retriever.device, index)[0]
+            retrievers[name] = searcher = open_searcher(store, config.search, config.retriever.device, index)[0]
+            for nprobe, ncandidates in args.search:
+                wider = config.search.model_copy(update={"nprobe": nprobe, "ncandidates": ncandidates})
+                retrievers[f"{name}@p{nprobe}-c{ncandidates}"] = open_searcher(store, wider, config.retriever.device, index)[0]
+            if args.exhaustive:
+                retrievers[f"{name}@exhaustive"] = ExhaustiveRanker(searcher)
     rows = {}
     for name, retriever in retrievers.items():
         print(f"{name}: {len(dev)} dev claims", flush=True)
