@@ -214,7 +214,7 @@ def run_full_system(source: Path, work: Path, seed: int = 0, trained_store: Path
     from baleen_flows.ingest import corpus_flow, ingest_flow
     from baleen_flows.pipeline import pipeline_flow
     from baleen_storage import ArtifactStore
-    from baleen_storage.indexes import newest_trained_index, refreshable_indexes
+    from baleen_storage.indexes import PRODUCER, newest_trained_index, refreshable_indexes
 
     dataset, config = work / "dataset", work / "config.yaml"
     shutil.rmtree(work, ignore_errors=True)
@@ -233,8 +233,8 @@ def run_full_system(source: Path, work: Path, seed: int = 0, trained_store: Path
     _write_records(beir, kept)
     if trained_store:
         passages_run = ingest_flow(str(dataset), str(config))["corpus/passages"].manifest.run_id
-        trained_tag = newest_trained_index(store).manifest.producer
-        refreshed = [(tag, checkpoint) for tag, checkpoint in refreshable_indexes(store) if tag and trained_tag.endswith(tag)]
+        evaluated_producer = newest_trained_index(store).manifest.producer  # the index the evaluation searches
+        refreshed = [(tag, checkpoint) for tag, checkpoint in refreshable_indexes(store) if tag and f"{PRODUCER}-{tag}" == evaluated_producer]
         (tag, checkpoint), = refreshed
         _, train_seconds = _timed(index_flow, str(config), passages_run, force=True, checkpoint=checkpoint, tag=tag)
         print(f"full system: trained index {tag} built on the base corpus in {train_seconds} s", flush=True)

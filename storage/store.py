@@ -582,9 +582,10 @@ class ArtifactStore:
 
     def find_any(self, name: str, producer: str | None, fingerprints: Sequence[str]) -> ArtifactRef | None:
         """:meth:`find` with the first of ``fingerprints`` (the step's, then older names of it) that finds one."""
-        return next((ref for fp in fingerprints if (ref := self.find(name, producer, fp)) is not None), None)
+        found = self.find_outputs([name], producer, fingerprints)
+        return found[name] if found else None
 
-    def find_outputs(self, names: list[str], producer: str, fingerprint: str | Sequence[str]) -> dict[str, ArtifactRef] | None:
+    def find_outputs(self, names: list[str], producer: str | None, fingerprint: str | Sequence[str]) -> dict[str, ArtifactRef] | None:
         """All outputs of one step with this fingerprint (or the first of several that has them
         all), or None if any is missing (then recompute)."""
         for fp in [fingerprint] if isinstance(fingerprint, str) else fingerprint:
