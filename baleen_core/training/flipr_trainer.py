@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from baleen_core.config import FliprTrainingConfig
 from baleen_core.retrieval.modeling import Flipr, encode_in_length_chunks, training_chunk_tokens
 from baleen_core.retrieval.scoring import flipr_score
+from baleen_core.training.distillation import group_kl
 from baleen_core.training.loop import train_epochs
 
 
@@ -34,6 +35,7 @@ class FliprExample:
     positive: str
     negatives: tuple[str, ...]
     gold: frozenset[str] = frozenset()  # texts of every gold passage of the claim (the positive included)
+    teacher: tuple[float, ...] = ()  # a teacher's scores of (positive, *negatives) to distil (baleen_core.training.distillation)
 
 
 def claim_gold_pids(rows: Sequence[Mapping]) -> dict[str, set[int]]:
@@ -66,8 +68,10 @@ def flipr_examples(rows: Sequence[Mapping], claim_text: Mapping[str, str], passa
     ]
 
 
-def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negatives: int) -> torch.Tensor:
-    """Cross-entropy of each query's positive among all passages of the batch."""
+def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negatives: int, distillation_weight: float = 1.0) -> torch.Tensor:
+    """Cross-entropy of each query's positive among all passages of the batch; where the examples
+    carry teacher scores, plus ``distillation_weight`` × the KL divergence of each query's scores
+    over its own group (positive + hard negatives) from the teacher's."""
     tok, device = flipr.tokenizer, flipr.device
     queries = tok.queries([e.claim for e in examples], [list(e.context) for e in examples]).to(device)
     passages: list[str] = []
@@ -81,7 +85,24 @@ def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negati
     q = encode_in_length_chunks(flipr.encoder, queries.input_ids, queries.attention_mask, (queries.input_ids != tok.pad_id).sum(1), chunk)
     d = encode_in_length_chunks(flipr.encoder, docs.input_ids, docs.attention_mask, docs.attention_mask.sum(1), chunk)
     scores = flipr_score(q.float(), queries.score_mask, d.float(), docs.score_mask, queries.n_claim, flipr.config.k_claim, flipr.config.k_context)
-    return F.cross_entropy(scores.masked_fill(gold_in_batch(examples, passages, targets).to(device), float("-inf")), torch.tensor(targets, device=device))
+    loss = F.cross_entropy(scores.masked_fill(gold_in_batch(examples, passages, targets).to(device), float("-inf")), torch.tensor(targets, device=device))
+    if distillation_weight and any(e.teacher for e in examples):
+        loss = loss + distillation_weight * group_kl(*own_groups(scores, examples, targets, hard_negatives))
+    return loss
+
+
+def own_groups(scores: torch.Tensor, examples: Sequence[FliprExample], targets: Sequence[int], hard_negatives: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each query's student scores over its own positive and hard negatives (the batch's columns
+    ``target .. target + n``), and the teacher's for the same passages, as ``[queries, group]``.
+    Every example must carry teacher scores, and as many hard negatives as the others: a batch is
+    distilled whole or not at all."""
+    sizes = {min(hard_negatives, len(e.negatives)) for e in examples}
+    if len(sizes) != 1 or not all(e.teacher for e in examples):
+        raise ValueError("a distilled batch needs teacher scores and the same number of hard negatives for every example")
+    group = 1 + sizes.pop()
+    columns = torch.tensor([[t + j for j in range(group)] for t in targets], device=scores.device)
+    teacher = torch.tensor([e.teacher[:group] for e in examples], device=scores.device)
+    return scores.gather(1, columns), teacher
 
 
 def gold_in_batch(examples: Sequence[FliprExample], passages: Sequence[str], targets: Sequence[int]) -> torch.Tensor:
@@ -100,8 +121,12 @@ def train_flipr(
     config: FliprTrainingConfig,
     work_dir: Path,
     on_step: Callable[[dict], None] | None = None,
+    distillation_weight: float = 1.0,
 ) -> tuple[Path, list[dict]]:
     """Train in place; returns the last epoch's checkpoint directory and every step's metrics
     (including those of epochs finished before a resume). A lone query in the last batch is
-    skipped: it has no in-batch negatives."""
-    return train_epochs(flipr, examples, lambda batch: flipr_batch_loss(flipr, batch, config.hard_negatives), config, work_dir, on_step, min_batch=2)
+    skipped: it has no in-batch negatives. Examples with teacher scores are distilled too
+    (:func:`flipr_batch_loss`)."""
+    return train_epochs(
+        flipr, examples, lambda batch: flipr_batch_loss(flipr, batch, config.hard_negatives, distillation_weight), config, work_dir, on_step, min_batch=2
+    )
