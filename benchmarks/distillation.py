@@ -8,14 +8,16 @@ It reads a finished ``benchmarks/training.py`` run on a pack from ``benchmarks/h
    trained stage 1, the teacher (cached in ``WORK/distillation/teacher-r0.json``);
 2. trains a fresh FLIPR on the same round-0 labels and the same FLIPR settings as the run's
    ``flipr-r0``, its hard negatives the teacher's hardest and the teacher's distribution over
-   each hop's group distilled (KL, ``--weight``), resumable in ``WORK/distillation/flipr-w<weight>``;
+   each hop's group distilled (KL, ``--weight``), resumable in ``WORK/distillation/<its name>``;
+   with ``--teach first-hop`` only the hops without context are distilled (the others train on
+   the cross-entropy alone, as before);
 3. builds an index in memory for it and for the run's own ``flipr-r0`` (the same settings and
    code path), and ranks the held-out claims with both and with BM25 (claim-only Retrieval@25/@100
    and chain reached, as ``benchmarks/flipr_rounds.py``), compared paired.
 
 The teacher has read the training claims (it trained on them), never the held-out ones.
 
-    python benchmarks/distillation.py --work DIR --out benchmarks/results/NAME.json [--weight 1.0]
+    python benchmarks/distillation.py --work DIR --out benchmarks/results/NAME.json [--weight 1.0] [--teach all|first-hop]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="a training benchmark's --work directory (a held-out pack's run)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--weight", type=float, default=1.0, help="weight of the KL term beside the in-batch cross-entropy")
+    parser.add_argument("--teach", choices=("all", "first-hop"), default="all", help="which hops the teacher teaches: all, or only those without context")
     args = parser.parse_args()
     if not (args.work / "training.yaml").is_file():
         sys.exit(f"{args.work} holds no training benchmark run (no training.yaml)")
@@ -94,18 +97,22 @@ def main() -> None:
     positive_first = sum(s[0] >= max(s) for s in scores["scores"]) / len(scores["scores"])
     print(f"teacher: {len(rows)} hops in {teacher_seconds} s; it scores the positive highest in {positive_first:.3f} of them")
 
-    examples = [with_teacher(e, s) for e, s in zip(flipr_examples(rows, claim_text, corpus.texts), scores["scores"], strict=True)]
+    taught = [args.teach == "all" or not r["context_facts"] for r in rows]
+    examples = [with_teacher(e, s) if t else e for e, s, t in zip(flipr_examples(rows, claim_text, corpus.texts), scores["scores"], taught, strict=True)]
+    print(f"teacher: teaches {sum(taught)} of {len(rows)} hops ({args.teach})")
+    distilled_name = f"flipr-r0-distilled-w{args.weight:g}" + ("-first-hop" if args.teach == "first-hop" else "")
     distilled = Flipr.load(config.retriever)
     training = time.perf_counter()
-    _, history = train_flipr(distilled, examples, config.training.flipr, out_dir / f"flipr-w{args.weight:g}", distillation_weight=args.weight)
+    _, history = train_flipr(distilled, examples, config.training.flipr, out_dir / distilled_name, distillation_weight=args.weight)
     print(f"distilled FLIPR: {history_summary(history)} ({time.perf_counter() - training:.0f} s this run)")
     baseline = Flipr.load(config.retriever.model_copy(update={"checkpoint": Path(baseline_dir)}))
-    baseline_steps = json.loads((Path(baseline_dir) / "steps.json").read_text()) if (Path(baseline_dir) / "steps.json").exists() else []
+    (steps_file,) = glob.glob(str(store_root / "artifacts" / "training_steps" / "*" / "producer=flipr-r0" / "*.parquet"))
+    baseline_steps = pq.read_table(steps_file).to_pylist()
 
     dev = claim_gold(claims, corpus, claims.uids("dev", None))
     retrievers = {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
     builds = {}
-    for name, flipr in (("flipr-r0", baseline), (f"flipr-r0-distilled-w{args.weight:g}", distilled)):
+    for name, flipr in (("flipr-r0", baseline), (distilled_name, distilled)):
         index, builds[name] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
         retrievers[name] = searcher(flipr, index, config)
         print(f"{name}: index in {builds[name]['seconds']} s", flush=True)
@@ -113,13 +120,13 @@ def main() -> None:
     for name, retriever in retrievers.items():
         print(f"{name}: {len(dev)} held-out claims", flush=True)
         rows_by[name] = [retriever_row(retriever, claim, config.evaluation) for claim in dev]
-    distilled_name = f"flipr-r0-distilled-w{args.weight:g}"
     budgets = {
         "depth": config.evaluation.depth,
         "store": str(store_root),
         "teacher": {"checkpoint": stage1_dir, "hops": len(rows), "seconds": teacher_seconds, "positive_scored_highest": round(positive_first, 3)},
         "distillation_weight": args.weight,
-        "training": {"distilled": history_summary(history), "baseline": history_summary(baseline_steps) if baseline_steps else None},
+        "taught_hops": sum(taught),
+        "training": {"distilled": history_summary(history), "baseline (as the store recorded it)": history_summary(baseline_steps)},
         "index_builds": builds,
     }
     pairs = [(distilled_name, "flipr-r0"), (distilled_name, "bm25"), ("flipr-r0", "bm25")]

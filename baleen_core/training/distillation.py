@@ -87,7 +87,8 @@ def with_teacher(example: FliprExample, scores: Sequence[float]) -> FliprExample
 def group_kl(student_scores: torch.Tensor, teacher_scores: torch.Tensor) -> torch.Tensor:
     """Mean over queries of KL(teacher ‖ student) over each query's own group of passages
     (``[queries, group]`` scores, the positive first). A teacher score of ``-inf`` is a
-    probability of 0 and costs nothing; a query whose teacher scored nothing is left out."""
+    probability of 0 and costs nothing; a query whose teacher scored nothing is left out, and
+    so is every query of a batch without any (0)."""
     scored = torch.isfinite(teacher_scores).any(dim=-1)
     if not bool(scored.any()):
         return student_scores.sum() * 0.0

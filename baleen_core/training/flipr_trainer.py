@@ -92,17 +92,19 @@ def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negati
 
 
 def own_groups(scores: torch.Tensor, examples: Sequence[FliprExample], targets: Sequence[int], hard_negatives: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each query's student scores over its own positive and hard negatives (the batch's columns
-    ``target .. target + n``), and the teacher's for the same passages, as ``[queries, group]``.
-    Every example must carry teacher scores, and as many hard negatives as the others: a batch is
-    distilled whole or not at all."""
-    sizes = {min(hard_negatives, len(e.negatives)) for e in examples}
-    if len(sizes) != 1 or not all(e.teacher for e in examples):
-        raise ValueError("a distilled batch needs teacher scores and the same number of hard negatives for every example")
-    group = 1 + sizes.pop()
-    columns = torch.tensor([[t + j for j in range(group)] for t in targets], device=scores.device)
-    teacher = torch.tensor([e.teacher[:group] for e in examples], device=scores.device)
-    return scores.gather(1, columns), teacher
+    """The student's scores over each taught query's own positive and hard negatives (the batch's
+    columns ``target .. target + n``), and the teacher's for the same passages, as
+    ``[taught queries, group]``. Queries without teacher scores are left out (a hop the teacher
+    does not teach trains on the cross-entropy alone); the taught ones need as many hard
+    negatives as each other."""
+    taught = [i for i, e in enumerate(examples) if e.teacher]
+    sizes = {min(hard_negatives, len(examples[i].negatives)) for i in taught}
+    if len(sizes) > 1:
+        raise ValueError("the taught queries of a batch need the same number of hard negatives")
+    group = 1 + (sizes.pop() if sizes else 0)
+    columns = torch.tensor([[targets[i] + j for j in range(group)] for i in taught], dtype=torch.long, device=scores.device).reshape(len(taught), group)
+    teacher = torch.tensor([examples[i].teacher[:group] for i in taught], dtype=torch.float32, device=scores.device).reshape(len(taught), group)
+    return scores[taught].gather(1, columns), teacher
 
 
 def gold_in_batch(examples: Sequence[FliprExample], passages: Sequence[str], targets: Sequence[int]) -> torch.Tensor:

@@ -116,11 +116,21 @@ def test_the_distilled_loss_is_the_cross_entropy_plus_the_kl_of_each_querys_own_
     assert distilled == pytest.approx(plain + 0.5 * float(group_kl(student, teacher)), abs=1e-4)
 
 
-def test_a_batch_is_distilled_whole_or_not_at_all(small_flipr):
-    taught = taught_examples()[:2]
-    mixed = [taught[0], FliprExample(taught[1].claim, (), taught[1].positive, taught[1].negatives)]
-    with pytest.raises(ValueError, match="distilled batch"):
-        flipr_batch_loss(small_flipr, mixed, hard_negatives=2)
+def test_only_the_taught_queries_of_a_batch_are_distilled(small_flipr):
+    taught = taught_examples()[:3]
+    mixed = [taught[0], FliprExample(taught[1].claim, (), taught[1].positive, taught[1].negatives), taught[2]]
+    small_flipr.encoder.eval()
+    with torch.no_grad():
+        plain = float(flipr_batch_loss(small_flipr, mixed, hard_negatives=2, distillation_weight=0.0))
+        distilled = float(flipr_batch_loss(small_flipr, mixed, hard_negatives=2, distillation_weight=1.0))
+        scores = torch.arange(3 * 9, dtype=torch.float32).reshape(3, 9)
+        student, teacher = own_groups(scores, mixed, [0, 3, 6], hard_negatives=2)
+    assert student.tolist() == [[0.0, 1.0, 2.0], [24.0, 25.0, 26.0]]  # queries 0 and 2, their own columns
+    assert teacher.tolist() == [[4.0, 2.0, -2.0]] * 2
+    assert distilled > plain
+    untaught = [FliprExample(e.claim, (), e.positive, e.negatives) for e in taught]
+    empty_student, empty_teacher = own_groups(scores, untaught, [0, 3, 6], hard_negatives=2)
+    assert empty_student.shape == (0, 1) and float(group_kl(empty_student, empty_teacher)) == 0.0
 
 
 def test_training_with_the_teacher_follows_its_distribution_more_closely_than_without(tmp_path):
