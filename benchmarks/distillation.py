@@ -10,14 +10,17 @@ It reads a finished ``benchmarks/training.py`` run on a pack from ``benchmarks/h
    ``flipr-r0``, its hard negatives the teacher's hardest and the teacher's distribution over
    each hop's group distilled (KL, ``--weight``), resumable in ``WORK/distillation/<its name>``;
    with ``--teach first-hop`` only the hops without context are distilled (the others train on
-   the cross-entropy alone, as before);
+   the cross-entropy alone, as before), and with ``--teach none`` none is: the pipeline's own
+   training through this script's code path, the control;
 3. builds an index in memory for it and for the run's own ``flipr-r0`` (the same settings and
    code path), and ranks the held-out claims with both and with BM25 (claim-only Retrieval@25/@100
-   and chain reached, as ``benchmarks/flipr_rounds.py``), compared paired.
+   and chain reached, as ``benchmarks/flipr_rounds.py``), compared paired (each distilled one
+   also with the control, when ranked); each retriever's per-claim rows go to
+   ``WORK/distillation/rows-<name>.json``, and a later run reuses them instead of ranking again.
 
 The teacher has read the training claims (it trained on them), never the held-out ones.
 
-    python benchmarks/distillation.py --work DIR --out benchmarks/results/NAME.json [--weight 1.0] [--teach all|first-hop]
+    python benchmarks/distillation.py --work DIR --out benchmarks/results/NAME.json [--weight 1.0] [--teach all first-hop none]
 """
 
 from __future__ import annotations
@@ -25,14 +28,13 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from training import retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
+from training import finished_run_config, ranked_claims, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
 def linked_data(store_root: Path, directory: Path) -> Path:
@@ -48,18 +50,16 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="a training benchmark's --work directory (a held-out pack's run)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--weight", type=float, default=1.0, help="weight of the KL term beside the in-batch cross-entropy")
-    parser.add_argument("--teach", choices=("all", "first-hop"), default="all", help="which hops the teacher teaches: all, or only those without context")
+    parser.add_argument(
+        "--teach", nargs="+", choices=("all", "first-hop", "none"), default=["all"],
+        help="FLIPRs to train and rank, by the hops the teacher teaches: all, only those without context, none (the control)",
+    )
     args = parser.parse_args()
-    if not (args.work / "training.yaml").is_file():
-        sys.exit(f"{args.work} holds no training benchmark run (no training.yaml)")
-    os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
-    from baleen_core.runtime import apply_runtime_defaults
-
-    apply_runtime_defaults()
+    started = time.perf_counter()
+    config = finished_run_config(args.work)
     import pyarrow.parquet as pq
 
     from baleen_core.condensing import SequenceModel
-    from baleen_core.config import BaleenConfig
     from baleen_core.dataset import claim_gold, load_claims, load_corpus
     from baleen_core.pipeline import searcher
     from baleen_core.retrieval import Flipr
@@ -69,8 +69,6 @@ def main() -> None:
     from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
     from baleen_core.training.loop import history_summary
 
-    started = time.perf_counter()
-    config = BaleenConfig.load(args.work / "training.yaml")
     store_root = Path(config.store_root)
     out_dir = args.work / "distillation"
     out_dir.mkdir(exist_ok=True)
@@ -97,40 +95,54 @@ def main() -> None:
     positive_first = sum(s[0] >= max(s) for s in scores["scores"]) / len(scores["scores"])
     print(f"teacher: {len(rows)} hops in {teacher_seconds} s; it scores the positive highest in {positive_first:.3f} of them")
 
-    taught = [args.teach == "all" or not r["context_facts"] for r in rows]
-    examples = [with_teacher(e, s) if t else e for e, s, t in zip(flipr_examples(rows, claim_text, corpus.texts), scores["scores"], taught, strict=True)]
-    print(f"teacher: teaches {sum(taught)} of {len(rows)} hops ({args.teach})")
-    distilled_name = f"flipr-r0-distilled-w{args.weight:g}" + ("-first-hop" if args.teach == "first-hop" else "")
-    distilled = Flipr.load(config.retriever)
-    training = time.perf_counter()
-    _, history = train_flipr(distilled, examples, config.training.flipr, out_dir / distilled_name, distillation_weight=args.weight)
-    print(f"distilled FLIPR: {history_summary(history)} ({time.perf_counter() - training:.0f} s this run)")
-    baseline = Flipr.load(config.retriever.model_copy(update={"checkpoint": Path(baseline_dir)}))
+    names = {"all": f"flipr-r0-distilled-w{args.weight:g}", "first-hop": f"flipr-r0-distilled-w{args.weight:g}-first-hop", "none": "flipr-r0-retrained"}
+    examples = flipr_examples(rows, claim_text, corpus.texts)
+    trained, histories, taught_hops = {}, {}, {}
+    for mode in args.teach:
+        taught = [mode == "all" or (mode == "first-hop" and not r["context_facts"]) for r in rows]
+        name, taught_hops[names[mode]] = names[mode], sum(taught)
+        print(f"{name}: the teacher teaches {sum(taught)} of {len(rows)} hops", flush=True)
+        trained[name] = Flipr.load(config.retriever)
+        training = time.perf_counter()
+        taught_examples = [with_teacher(e, s) if t else e for e, s, t in zip(examples, scores["scores"], taught, strict=True)]
+        _, history = train_flipr(trained[name], taught_examples, config.training.flipr, out_dir / name, distillation_weight=args.weight)
+        histories[name] = history_summary(history)
+        print(f"{name}: {histories[name]} ({time.perf_counter() - training:.0f} s this run)", flush=True)
     (steps_file,) = glob.glob(str(store_root / "artifacts" / "training_steps" / "*" / "producer=flipr-r0" / "*.parquet"))
-    baseline_steps = pq.read_table(steps_file).to_pylist()
+    histories["flipr-r0 (as the store recorded it)"] = history_summary(pq.read_table(steps_file).to_pylist())
 
+    # rows an earlier run of this script saved are reused (index builds and searches are
+    # deterministic); the store's FLIPR and BM25 are ranked only when none are saved
+    rows_by = {path.name.removeprefix("rows-").removesuffix(".json"): json.loads(path.read_text()) for path in sorted(out_dir.glob("rows-*.json"))}
+    rows_by = {name: claim_rows for name, claim_rows in rows_by.items() if name not in trained}
     dev = claim_gold(claims, corpus, claims.uids("dev", None))
-    retrievers = {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
+    if any([r["uid"] for r in claim_rows] != [c.uid for c in dev] for claim_rows in rows_by.values()):
+        sys.exit(f"the rows saved in {out_dir} are of other claims; remove them to rank every retriever again")
+    retrievers = {} if "bm25" in rows_by else {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
+    if "flipr-r0" not in rows_by:
+        trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": Path(baseline_dir)})), **trained}
     builds = {}
-    for name, flipr in (("flipr-r0", baseline), (distilled_name, distilled)):
+    for name, flipr in trained.items():
         index, builds[name] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
         retrievers[name] = searcher(flipr, index, config)
         print(f"{name}: index in {builds[name]['seconds']} s", flush=True)
-    rows_by = {}
-    for name, retriever in retrievers.items():
-        print(f"{name}: {len(dev)} held-out claims", flush=True)
-        rows_by[name] = [retriever_row(retriever, claim, config.evaluation) for claim in dev]
+    ranked = ranked_claims(retrievers, dev, config.evaluation)
+    for name, claim_rows in ranked.items():  # per claim, for pairing with later runs of this script
+        (out_dir / f"rows-{name}.json").write_text(json.dumps(claim_rows))
+    rows_by.update(ranked)
     budgets = {
         "depth": config.evaluation.depth,
         "store": str(store_root),
         "teacher": {"checkpoint": stage1_dir, "hops": len(rows), "seconds": teacher_seconds, "positive_scored_highest": round(positive_first, 3)},
         "distillation_weight": args.weight,
-        "taught_hops": sum(taught),
-        "training": {"distilled": history_summary(history), "baseline (as the store recorded it)": history_summary(baseline_steps)},
+        "taught_hops": taught_hops,
+        "training": histories,
         "index_builds": builds,
+        "reused_rows": sorted(set(rows_by) - set(ranked)),
     }
-    pairs = [(distilled_name, "flipr-r0"), (distilled_name, "bm25"), ("flipr-r0", "bm25")]
-    write_retriever_results(args.out, rows_by, time.perf_counter() - started, budgets, pairs, "held-out train")
+    new = [names[mode] for mode in args.teach]
+    pairs = [(name, base) for name in new for base in ("flipr-r0", "bm25")] + [(name, names["none"]) for name in new if name != names["none"] and names["none"] in rows_by]
+    write_retriever_results(args.out, rows_by, time.perf_counter() - started, budgets, pairs + [("flipr-r0", "bm25")], "held-out train")
 
 
 if __name__ == "__main__":

@@ -20,13 +20,12 @@ candidate generation costs the trained retriever, against how much its model doe
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from training import retriever_row, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
+from training import finished_run_config, ranked_claims, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
 class ExhaustiveRanker:
@@ -53,19 +52,12 @@ def main() -> None:
     parser.add_argument("--search", nargs=2, type=int, action="append", default=[], metavar=("NPROBE", "NCANDIDATES"), help="each trained FLIPR also with these search settings (repeatable)")
     parser.add_argument("--exhaustive", action="store_true", help="each trained FLIPR also by exact FLIPR over every passage (slow)")
     args = parser.parse_args()
-    if not (args.work / "training.yaml").is_file():
-        sys.exit(f"{args.work} holds no training benchmark run (no training.yaml)")
-    os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
-    from baleen_core.runtime import apply_runtime_defaults
-
-    apply_runtime_defaults()
-    from baleen_core.config import BaleenConfig
+    started = time.perf_counter()
+    config = finished_run_config(args.work)
     from baleen_core.training.hop_ordering import claims_from_rows
     from baleen_storage import ArtifactStore
     from baleen_storage.indexes import index_retriever_config, open_bm25, open_searcher
 
-    started = time.perf_counter()
-    config = BaleenConfig.load(args.work / "training.yaml")
     store = ArtifactStore(config.store_root)
     claims = store.latest("claims", "claims")
     sentences = store.latest("sentences", "corpus")
@@ -84,10 +76,7 @@ def main() -> None:
                 retrievers[f"{name}@p{nprobe}-c{ncandidates}"] = open_searcher(store, wider, config.retriever.device, index)[0]
             if args.exhaustive:
                 retrievers[f"{name}@exhaustive"] = ExhaustiveRanker(searcher)
-    rows = {}
-    for name, retriever in retrievers.items():
-        print(f"{name}: {len(dev)} dev claims", flush=True)
-        rows[name] = [retriever_row(retriever, claim, config.evaluation) for claim in dev]
+    rows = ranked_claims(retrievers, dev, config.evaluation)
     pairs = [tuple(pair) for pair in args.pair] if args.pair else [(name, "bm25") for name in rows if name != "bm25"]
     unknown = {name for pair in pairs for name in pair} - set(rows)
     if unknown:

@@ -196,6 +196,32 @@ def main() -> None:
 RETRIEVER_METRICS = ("retrieval_at_25", "retrieval_at_100", "chain_reached")
 
 
+def finished_run_config(work: Path):
+    """The config of the training benchmark run in ``work`` (exits naming ``work`` when it holds
+    none), with that run's Prefect home and the runtime defaults set, as the later benchmarks
+    that read its store need them."""
+    import sys
+
+    if not (work / "training.yaml").is_file():
+        sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
+    os.environ.setdefault("BALEEN_HOME", str(work / "home"))
+    from baleen_core.runtime import apply_runtime_defaults
+
+    apply_runtime_defaults()
+    from baleen_core.config import BaleenConfig
+
+    return BaleenConfig.load(work / "training.yaml")
+
+
+def ranked_claims(retrievers: dict, claims, evaluation) -> dict[str, list[dict]]:
+    """:func:`retriever_row` of every claim for each named retriever, announcing each."""
+    rows = {}
+    for name, retriever in retrievers.items():
+        print(f"{name}: {len(claims)} claims", flush=True)
+        rows[name] = [retriever_row(retriever, claim, evaluation) for claim in claims]
+    return rows
+
+
 def retriever_row(searcher, claim, evaluation) -> dict:
     """One dev claim's retriever metrics (module docstring, step 6); ``evaluation`` is the
     config's evaluation block, whose depth and ``k`` set the engine's per-hop depth."""
