@@ -54,6 +54,7 @@ def main() -> None:
         "--teach", nargs="+", choices=("all", "first-hop", "none"), default=["all"],
         help="FLIPRs to train and rank, by the hops the teacher teaches: all, only those without context, none (the control)",
     )
+    parser.add_argument("--seed", type=int, default=None, help="FLIPR's training seed (order, dropout), when not the run's: names get -s<seed>")
     args = parser.parse_args()
     started = time.perf_counter()
     config = finished_run_config(args.work)
@@ -96,6 +97,11 @@ def main() -> None:
     print(f"teacher: {len(rows)} hops in {teacher_seconds} s; it scores the positive highest in {positive_first:.3f} of them")
 
     names = {"all": f"flipr-r0-distilled-w{args.weight:g}", "first-hop": f"flipr-r0-distilled-w{args.weight:g}-first-hop", "none": "flipr-r0-retrained"}
+    flipr_training = config.training.flipr
+    if args.seed is not None and args.seed != flipr_training.seed:
+        flipr_training = flipr_training.model_copy(update={"seed": args.seed})
+        names = {mode: f"{name}-s{args.seed}" for mode, name in names.items()}
+    control = "flipr-r0-retrained"  # the first seed's control: what every other FLIPR of the script pairs with
     examples = flipr_examples(rows, claim_text, corpus.texts)
     trained, histories, taught_hops = {}, {}, {}
     for mode in args.teach:
@@ -105,7 +111,7 @@ def main() -> None:
         trained[name] = Flipr.load(config.retriever)
         training = time.perf_counter()
         taught_examples = [with_teacher(e, s) if t else e for e, s, t in zip(examples, scores["scores"], taught, strict=True)]
-        _, history = train_flipr(trained[name], taught_examples, config.training.flipr, out_dir / name, distillation_weight=args.weight)
+        _, history = train_flipr(trained[name], taught_examples, flipr_training, out_dir / name, distillation_weight=args.weight)
         histories[name] = history_summary(history)
         print(f"{name}: {histories[name]} ({time.perf_counter() - training:.0f} s this run)", flush=True)
     (steps_file,) = glob.glob(str(store_root / "artifacts" / "training_steps" / "*" / "producer=flipr-r0" / "*.parquet"))
@@ -135,13 +141,14 @@ def main() -> None:
         "store": str(store_root),
         "teacher": {"checkpoint": stage1_dir, "hops": len(rows), "seconds": teacher_seconds, "positive_scored_highest": round(positive_first, 3)},
         "distillation_weight": args.weight,
+        "flipr_seed": flipr_training.seed,
         "taught_hops": taught_hops,
         "training": histories,
         "index_builds": builds,
         "reused_rows": sorted(set(rows_by) - set(ranked)),
     }
     new = [names[mode] for mode in args.teach]
-    pairs = [(name, base) for name in new for base in ("flipr-r0", "bm25")] + [(name, names["none"]) for name in new if name != names["none"] and names["none"] in rows_by]
+    pairs = [(name, base) for name in new for base in ("flipr-r0", "bm25")] + [(name, control) for name in new if name != control and control in rows_by]
     write_retriever_results(args.out, rows_by, time.perf_counter() - started, budgets, pairs + [("flipr-r0", "bm25")], "held-out train")
 
 
