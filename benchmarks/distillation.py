@@ -26,7 +26,6 @@ The teacher has read the training claims (it trained on them), never the held-ou
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import sys
 import tempfile
@@ -37,11 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from training import finished_run_config, ranked_claims, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
-def linked_data(store_root: Path, directory: Path) -> Path:
-    """The store's ingested corpus and claims as a data directory :mod:`baleen_core.dataset` reads."""
-    for artifact in ("claims", "gold_facts", "passages", "sentences"):
-        (found,) = glob.glob(str(store_root / "artifacts" / artifact / "*" / "*" / "part-00000.parquet"))
-        (directory / f"{artifact}.parquet").symlink_to(found)
+def linked_data(store, directory: Path) -> Path:
+    """The store's newest ingested corpus and claims as a data directory :mod:`baleen_core.dataset` reads."""
+    claims, passages = store.latest("claims", "claims"), store.latest("passages", "corpus")
+    refs = {
+        "claims": claims,
+        "gold_facts": store.get("gold_facts", claims.manifest.run_id, "claims"),
+        "passages": passages,
+        "sentences": store.get("sentences", passages.manifest.run_id, "corpus"),
+    }
+    for artifact, ref in refs.items():
+        (single,) = ref.files
+        (directory / f"{artifact}.parquet").symlink_to(single)
     return directory
 
 
@@ -58,8 +64,6 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     config = finished_run_config(args.work)
-    import pyarrow.parquet as pq
-
     from baleen_core.condensing import SequenceModel
     from baleen_core.dataset import claim_gold, load_claims, load_corpus
     from baleen_core.pipeline import searcher
@@ -69,17 +73,17 @@ def main() -> None:
     from baleen_core.training.distillation import TeacherHop, teacher_scores, with_teacher
     from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
     from baleen_core.training.loop import history_summary
+    from baleen_storage import ArtifactStore
 
-    store_root = Path(config.store_root)
+    store = ArtifactStore(config.store_root)
     out_dir = args.work / "distillation"
     out_dir.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        data = linked_data(store_root, Path(tmp))
+        data = linked_data(store, Path(tmp))
         claims, corpus = load_claims(data), load_corpus(data, set(), None)
-    (labels_file,) = glob.glob(str(store_root / "artifacts" / "hop_labels" / "*" / "producer=labels-r0" / "*.parquet"))
-    rows = pq.read_table(labels_file).to_pylist()
-    (stage1_dir,) = glob.glob(str(store_root / "artifacts" / "stage1_checkpoint" / "*" / "*"))
-    (baseline_dir,) = glob.glob(str(store_root / "artifacts" / "flipr_checkpoint" / "*" / "producer=flipr-r0"))
+    rows = store.read_table(store.latest("hop_labels", "labels-r0")).to_pylist()
+    stage1_dir = str(store.latest("stage1_checkpoint").path)
+    baseline_dir = store.latest("flipr_checkpoint", "flipr-r0").path
     claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
 
     cache = out_dir / "teacher-r0.json"
@@ -90,8 +94,8 @@ def main() -> None:
         hops = [TeacherHop(claim_text[r["uid"]], tuple(r["context_facts"]), (r["positive_pid"], *r["negative_pids"])) for r in rows]
         teaching = time.perf_counter()
         scores = teacher_scores(stage1, hops, corpus.passages, config.condenser, on_batch=lambda done: print(f"  teacher: {done}/{len(hops)} hops", end="\r", flush=True))
-        cache.write_text(json.dumps({"seconds": round(time.perf_counter() - teaching, 1), "stage1": stage1_dir, "scores": scores}))
-        scores = json.loads(cache.read_text())
+        scores = {"seconds": round(time.perf_counter() - teaching, 1), "stage1": stage1_dir, "scores": scores}
+        cache.write_text(json.dumps(scores))
     teacher_seconds = scores["seconds"]
     positive_first = sum(s[0] >= max(s) for s in scores["scores"]) / len(scores["scores"])
     print(f"teacher: {len(rows)} hops in {teacher_seconds} s; it scores the positive highest in {positive_first:.3f} of them")
@@ -114,8 +118,7 @@ def main() -> None:
         _, history = train_flipr(trained[name], taught_examples, flipr_training, out_dir / name, distillation_weight=args.weight)
         histories[name] = history_summary(history)
         print(f"{name}: {histories[name]} ({time.perf_counter() - training:.0f} s this run)", flush=True)
-    (steps_file,) = glob.glob(str(store_root / "artifacts" / "training_steps" / "*" / "producer=flipr-r0" / "*.parquet"))
-    histories["flipr-r0 (as the store recorded it)"] = history_summary(pq.read_table(steps_file).to_pylist())
+    histories["flipr-r0 (as the store recorded it)"] = history_summary(store.read_table(store.latest("training_steps", "flipr-r0")).to_pylist())
 
     # rows an earlier run of this script saved are reused (index builds and searches are
     # deterministic); the store's FLIPR and BM25 are ranked only when none are saved
@@ -126,7 +129,7 @@ def main() -> None:
         sys.exit(f"the rows saved in {out_dir} are of other claims; remove them to rank every retriever again")
     retrievers = {} if "bm25" in rows_by else {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
     if "flipr-r0" not in rows_by:
-        trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": Path(baseline_dir)})), **trained}
+        trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": baseline_dir})), **trained}
     builds = {}
     for name, flipr in trained.items():
         index, builds[name] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
@@ -138,7 +141,7 @@ def main() -> None:
     rows_by.update(ranked)
     budgets = {
         "depth": config.evaluation.depth,
-        "store": str(store_root),
+        "store": str(store.root),
         "teacher": {"checkpoint": stage1_dir, "hops": len(rows), "seconds": teacher_seconds, "positive_scored_highest": round(positive_first, 3)},
         "distillation_weight": args.weight,
         "flipr_seed": flipr_training.seed,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -200,8 +201,6 @@ def finished_run_config(work: Path):
     """The config of the training benchmark run in ``work`` (exits naming ``work`` when it holds
     none), with that run's Prefect home and the runtime defaults set, as the later benchmarks
     that read its store need them."""
-    import sys
-
     if not (work / "training.yaml").is_file():
         sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))

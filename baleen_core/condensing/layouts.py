@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -78,6 +78,12 @@ class PassageSentences:
     pid: int
     title: str
     sentences: tuple[Sentence, ...]
+
+
+def passage_or_nothing(passages: Mapping[int, PassageSentences], pid: int) -> PassageSentences:
+    """``passages[pid]``, or ``pid`` with no title and no sentences (nothing to score) when
+    ``passages`` lacks it."""
+    return passages.get(pid) or PassageSentences(pid, "", ())
 
 
 @dataclass

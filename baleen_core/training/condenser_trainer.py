@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from baleen_core.condensing.condense import Stage1Query, condense_stage1, stage1_inputs, stage2_candidates
-from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage2_window
+from baleen_core.condensing.layouts import PassageSentences, Sentence, passage_or_nothing, reader_window, stage2_window
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.training.loop import train_epochs
@@ -99,11 +99,10 @@ def labelled_hops(
     positive passage, the first ``negatives`` hard negatives, the context as the gold sentences
     of earlier positives. ``claims``: ``claim`` and ``label`` by uid; ``passages``: at least
     :func:`labelled_hop_pids` (one missing has no text: nothing to score)."""
-    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731
     hops = []
     for r in rows:
         claim_gold = frozenset(gold.get(r["uid"], ()))
-        context = tuple(s for pid in r["context_pids"] for s in passages.get(pid, empty(pid)).sentences if s.key in claim_gold)
+        context = tuple(s for pid in r["context_pids"] for s in passage_or_nothing(passages, pid).sentences if s.key in claim_gold)
         hops.append(
             LabelledHop(
                 uid=r["uid"],
@@ -111,8 +110,8 @@ def labelled_hops(
                 label=claims[r["uid"]]["label"],
                 hop=r["hop"],
                 context=context,
-                positive=passages.get(r["positive_pid"], empty(r["positive_pid"])),
-                negatives=tuple(passages.get(p, empty(p)) for p in r["negative_pids"][:negatives]),
+                positive=passage_or_nothing(passages, r["positive_pid"]),
+                negatives=tuple(passage_or_nothing(passages, p) for p in r["negative_pids"][:negatives]),
                 gold=claim_gold,
             )
         )

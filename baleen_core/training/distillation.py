@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from baleen_core.condensing.condense import Stage1Query, condense_stage1
-from baleen_core.condensing.layouts import PassageSentences
+from baleen_core.condensing.layouts import PassageSentences, passage_or_nothing
 from baleen_core.condensing.models import SequenceModel
 from baleen_core.config import CondenserConfig
 
@@ -62,10 +62,9 @@ def teacher_scores(
     ``passages``: the condensers' view of at least every pid the hops name. ``on_batch`` hears
     how many hops are done after each batch (progress on long work)."""
     scores: list[list[float]] = []
-    empty = lambda pid: PassageSentences(pid, "", ())  # noqa: E731  (nothing to score: -inf)
     for start in range(0, len(hops), hops_per_batch):
         batch = hops[start : start + hops_per_batch]
-        queries = [Stage1Query(h.claim, h.context, tuple(passages.get(pid) or empty(pid) for pid in h.pids)) for h in batch]
+        queries = [Stage1Query(h.claim, h.context, tuple(passage_or_nothing(passages, pid) for pid in h.pids)) for h in batch]
         with torch.no_grad():
             ranked = condense_stage1(stage1, queries, config)
         scores.extend(passage_scores(r, h.pids) for r, h in zip(ranked, batch, strict=True))
