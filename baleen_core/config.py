@@ -224,6 +224,14 @@ class FliprTrainingConfig(OptimizerConfig):
 
     batch_size: int = Field(default=16, ge=2, description="Queries per step; every query also sees the others' passages.")
     hard_negatives: int = Field(default=1, ge=0, description="Hard negatives per query, from the hop labels.")
+    claim_only_positives: Literal["assigned", "reached"] = Field(
+        default="assigned",
+        description=(
+            "Positives of the claim-only (first-hop) queries. assigned: the one gold passage latent hop ordering assigned to hop 1 "
+            "(Baleen's). reached: also, each as an example of its own with hop 1's hard negatives, every other gold passage of the "
+            "claim that the label round's retriever ranked within labels.depth from the claim alone."
+        ),
+    )
 
 
 class Stage1TrainingConfig(OptimizerConfig):

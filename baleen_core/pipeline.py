@@ -191,7 +191,7 @@ def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Clai
     def train() -> dict:
         started = time.perf_counter()
         claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
-        examples = flipr_examples(labels, claim_text, corpus.texts, config.training.flipr.max_examples)
+        examples = flipr_examples(labels, claim_text, corpus.texts, config.training.flipr.max_examples, config.training.flipr.claim_only_positives)
         prepare = time.perf_counter() - started
         history, seconds = fit(f"flipr-r{number}", lambda d: train_flipr(flipr, examples, config.training.flipr, d), work)
         return training_record(history, len(examples), 0, prepare, seconds, config.training.flipr.epochs, config.training.flipr.batch_size)

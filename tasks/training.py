@@ -24,14 +24,16 @@ from baleen_tasks.reporting import Progress, flow_run_info, publish_markdown, pu
 
 
 def read_flipr_examples(
-    store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, limit: int | None
+    store: ArtifactStore, labels: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, config: FliprTrainingConfig
 ) -> list[FliprExample]:
     """:func:`baleen_core.training.flipr_trainer.flipr_examples` over the stored label round."""
-    rows = store.read_table(labels, ["uid", "hop", "context_facts", "context_pids", "positive_pid", "negative_pids", "remaining_gold_pids"]).to_pylist()
+    columns = ["uid", "hop", "context_facts", "context_pids", "positive_pid", "negative_pids", "remaining_gold_pids", "remaining_gold_ranks"]
+    rows = store.read_table(labels, columns).to_pylist()
+    limit = config.max_examples
     claim_text = {c["uid"]: c["claim"] for c in store.read_table(claims, ["uid", "claim"]).to_pylist()}
     table = store.passage_texts(passages, sentences, pids=sorted(flipr_example_pids(rows, limit)))
     text = {pid: passage_text(t, x) for pid, t, x in zip(*(table.column(c).to_pylist() for c in ("pid", "title", "text")), strict=True)}
-    return flipr_examples(rows, claim_text, text, limit)
+    return flipr_examples(rows, claim_text, text, limit, config.claim_only_positives)
 
 
 def loss_plot(history: list[dict], title: str) -> bytes:
@@ -81,7 +83,9 @@ def train_flipr_on_labels(
     for the first and then reuses what it published."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = tag or trained_flipr_tag(round_number)
-    params = {"round": round_number, **config.model_dump(mode="json")}
+    # the Baleen default leaves claim_only_positives out, so FLIPRs trained before it existed keep their fingerprints
+    baleen_default = {"claim_only_positives"} if config.claim_only_positives == "assigned" else None
+    params = {"round": round_number, **config.model_dump(mode="json", exclude=baleen_default)}
     fps = [fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=e, params=params, version=FLIPR_CHECKPOINT.version) for e in encoder_fingerprints(retriever)]
     fp = fps[0]
     waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731
@@ -89,7 +93,7 @@ def train_flipr_on_labels(
         if not force and (reused := store.find_outputs(["flipr_checkpoint", "training_steps"], producer, fps)):
             logger.info("FLIPR round %d already trained: reusing run %s", round_number, reused["flipr_checkpoint"].manifest.run_id)
             return reused
-        examples = read_flipr_examples(store, labels, claims, passages, sentences, config.max_examples)
+        examples = read_flipr_examples(store, labels, claims, passages, sentences, config)
         flipr = Flipr.load(retriever)
         steps = config.epochs * -(-len(examples) // config.batch_size)
         with Progress(steps, f"train FLIPR (round {round_number}, {len(examples)} examples)", unit="step") as progress:

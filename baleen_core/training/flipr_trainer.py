@@ -53,19 +53,35 @@ def flipr_example_pids(rows: Sequence[Mapping], limit: int | None = None) -> set
     return {p for r in rows[:limit] for p in (*gold[r["uid"]], *r["negative_pids"])}
 
 
-def flipr_examples(rows: Sequence[Mapping], claim_text: Mapping[str, str], passage_text: Mapping[int, str], limit: int | None = None) -> list[FliprExample]:
+def flipr_examples(
+    rows: Sequence[Mapping], claim_text: Mapping[str, str], passage_text: Mapping[int, str], limit: int | None = None, claim_only_positives: str = "assigned"
+) -> list[FliprExample]:
     """One example per labelled hop (``hop_labels`` rows, the first ``limit``): claim + context
     facts, the positive's text, the negatives' texts, and the texts of every gold passage of the
     claim, which are never in-batch negatives of its queries. ``passage_text``: ``title | text``
-    by pid, of at least :func:`flipr_example_pids`."""
+    by pid, of at least :func:`flipr_example_pids`.
+
+    ``claim_only_positives="reached"`` adds, after each hop-1 example, one claim-only example per
+    :func:`claim_only_extras` passage, with hop 1's hard negatives."""
     gold = claim_gold_pids(rows)
-    return [
-        FliprExample(
-            claim_text[r["uid"]], tuple(r["context_facts"]), passage_text[r["positive_pid"]], tuple(passage_text[p] for p in r["negative_pids"]),
-            frozenset(passage_text[p] for p in gold[r["uid"]] if p in passage_text),
-        )
-        for r in rows[:limit]
-    ]
+    examples = []
+    for r in rows[:limit]:
+        claim_gold = frozenset(passage_text[p] for p in gold[r["uid"]] if p in passage_text)
+        negatives = tuple(passage_text[p] for p in r["negative_pids"])
+        examples.append(FliprExample(claim_text[r["uid"]], tuple(r["context_facts"]), passage_text[r["positive_pid"]], negatives, claim_gold))
+        if claim_only_positives == "reached":
+            examples.extend(FliprExample(claim_text[r["uid"]], (), passage_text[p], negatives, claim_gold) for p in claim_only_extras(r))
+    return examples
+
+
+def claim_only_extras(row: Mapping) -> list[int]:
+    """The gold passages besides its positive that a hop-1 label's retriever ranked within its
+    depth from the claim alone (``remaining_gold_ranks`` not null), in ``remaining_gold_pids``
+    order; none for a later hop, whose query has context."""
+    if row["context_pids"]:
+        return []
+    ranks = zip(row["remaining_gold_pids"], row["remaining_gold_ranks"], strict=True)
+    return [pid for pid, rank in ranks if rank is not None and pid != row["positive_pid"]]
 
 
 def flipr_batch_loss(flipr: Flipr, examples: Sequence[FliprExample], hard_negatives: int, distillation_weight: float = 1.0) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from baleen_core.condensing import PassageSentences, Sentence
 from baleen_core.training.condenser_trainer import ReaderClaim, labelled_hop_pids, labelled_hops, reader_claims, select_hops
-from baleen_core.training.flipr_trainer import flipr_example_pids, flipr_examples
+from baleen_core.training.flipr_trainer import claim_only_extras, flipr_example_pids, flipr_examples
 
 ROWS = [  # claim a: gold passages 1 then 2; claim b: gold passage 5
     {"uid": "a", "hop": 1, "context_pids": [], "context_facts": [], "positive_pid": 1, "negative_pids": [7, 8, 9], "remaining_gold_pids": [2]},
@@ -43,3 +43,20 @@ def test_reader_claims_put_the_engine_run_first_with_its_facts_then_other_claims
     assert [(r.uid, r.engine_facts) for r in read] == [("a", ("Ta | gold", "Ty | other")), ("c", ("Tx | found",)), ("b", None), ("d", None)]
     assert all(r.gold_facts == (f"T{r.uid} | gold",) and r.claim == f"claim {r.uid}" for r in read)
     assert [r.uid for r in reader_claims(final, gold, most_others=None)] == ["a", "c", "b", "d", "e"]
+
+
+def test_claim_only_positives_reached_add_the_gold_the_labeller_ranked_from_the_claim_alone():
+    # claim c: gold 1, 2, 3 and 4; from the claim alone the labeller ranked 1 first, 3 at 40, and 2 and 4 beyond its depth
+    hop1 = {"uid": "c", "hop": 1, "context_pids": [], "context_facts": [], "positive_pid": 1, "negative_pids": [7, 8],
+            "remaining_gold_pids": [1, 2, 3, 4], "remaining_gold_ranks": [1, None, 40, None]}
+    hop2 = {"uid": "c", "hop": 2, "context_pids": [1], "context_facts": ["P1 | one."], "positive_pid": 3, "negative_pids": [9],
+            "remaining_gold_pids": [2, 3, 4], "remaining_gold_ranks": [5, 2, 7]}  # ranked with context: no claim-only extras
+    text = {pid: f"P{pid} | text {pid}" for pid in range(1, 10)}
+    assigned = flipr_examples([hop1, hop2], {"c": "claim c"}, text)
+    reached = flipr_examples([hop1, hop2], {"c": "claim c"}, text, claim_only_positives="reached")
+    assert [e.positive for e in assigned] == [text[1], text[3]]
+    assert [e.positive for e in reached] == [text[1], text[3], text[3]] and reached[0] == assigned[0] and reached[2] == assigned[1]
+    extra = reached[1]
+    assert extra.context == () and extra.claim == "claim c" and extra.negatives == (text[7], text[8])
+    assert extra.gold == frozenset(text[p] for p in (1, 2, 3, 4))  # the claim's other gold passages stay out of its negatives
+    assert claim_only_extras(hop2) == [] and flipr_examples([hop1], {"c": "claim c"}, text, limit=0, claim_only_positives="reached") == []
