@@ -55,6 +55,10 @@ def main() -> None:
     # (benchmarks/results/flipr-hard-negatives-*.json, docs/benchmarks.md)
     parser.add_argument("--epochs", type=int, default=1, help="FLIPR epochs per round")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--claim-only-positives", choices=["assigned", "reached"], default="assigned",
+        help="training.flipr.claim_only_positives: reached adds every gold passage BM25 reached from the claim alone as a claim-only positive",
+    )
     parser.add_argument("--hard-negatives", type=int, default=3, help="hard negatives per FLIPR query (training.flipr.hard_negatives)")
     parser.add_argument("--condenser-hops", type=int, default=1000, help="labelled hops stage 1 and stage 2 train on (CPU budget); 0 = all")
     # 3 (the config's): 2 epochs lowered stage 2's held-out loss (0.242 against 0.283 after a
@@ -114,7 +118,7 @@ def main() -> None:
     config_path = work / "training.yaml"
     config_path.write_text(
         f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n{precision}"
-        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}}},\n"
+        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}, claim_only_positives: {args.claim_only_positives}}},\n"
         f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.stage1_negative_passages}, validation_share: 0.03}},\n"
         f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1}},\n"
         f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, validation_share: 0.03}}}}\n"
