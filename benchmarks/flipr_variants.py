@@ -131,8 +131,8 @@ def main() -> None:
         claims, corpus = load_claims(data), load_corpus(data, set(), None)
     rows = store.read_table(store.latest("hop_labels", "labels-r0")).to_pylist()
     claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
-    run_training = config.training.flipr
-    budgets = {"depth": config.evaluation.depth, "store": str(store.root), "flipr": run_training.model_dump(mode="json"), "claim_only_positives": args.claim_only_positives}
+    run_training = config.training.flipr.model_copy(update={"claim_only_positives": args.claim_only_positives})  # the FLIPRs trained here (seeds aside)
+    budgets = {"depth": config.evaluation.depth, "store": str(store.root), "flipr": run_training.model_dump(mode="json")}
 
     teacher = None
     if distilled:
@@ -141,7 +141,7 @@ def main() -> None:
         print(f"teacher: {len(rows)} hops in {teacher['seconds']} s; it scores the positive highest in {positive_first:.3f} of them")
         budgets |= {"teacher": {"checkpoint": teacher["stage1"], "hops": len(rows), "seconds": teacher["seconds"], "positive_scored_highest": round(positive_first, 3)}, "distillation_weight": args.weight}
 
-    examples = flipr_examples(rows, claim_text, corpus.texts, claim_only_positives=args.claim_only_positives)
+    examples = flipr_examples(rows, claim_text, corpus.texts, claim_only_positives=run_training.claim_only_positives)
     trained, histories = {}, {}
     for seed in args.seeds or [run_training.seed]:
         for mode in args.teach:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,11 @@ def flipr_example_pids(rows: Sequence[Mapping], limit: int | None = None) -> set
 
 
 def flipr_examples(
-    rows: Sequence[Mapping], claim_text: Mapping[str, str], passage_text: Mapping[int, str], limit: int | None = None, claim_only_positives: str = "assigned"
+    rows: Sequence[Mapping],
+    claim_text: Mapping[str, str],
+    passage_text: Mapping[int, str],
+    limit: int | None = None,
+    claim_only_positives: Literal["assigned", "reached"] = "assigned",
 ) -> list[FliprExample]:
     """One example per labelled hop (``hop_labels`` rows, the first ``limit``): claim + context
     facts, the positive's text, the negatives' texts, and the texts of every gold passage of the
@@ -64,9 +69,11 @@ def flipr_examples(
     ``claim_only_positives="reached"`` adds, after each hop-1 example, one claim-only example per
     :func:`claim_only_extras` passage, with hop 1's hard negatives."""
     gold = claim_gold_pids(rows)
+    kept = rows[:limit]
+    gold_texts = {uid: frozenset(passage_text[p] for p in gold[uid] if p in passage_text) for uid in {r["uid"] for r in kept}}
     examples = []
-    for r in rows[:limit]:
-        claim_gold = frozenset(passage_text[p] for p in gold[r["uid"]] if p in passage_text)
+    for r in kept:
+        claim_gold = gold_texts[r["uid"]]
         negatives = tuple(passage_text[p] for p in r["negative_pids"])
         examples.append(FliprExample(claim_text[r["uid"]], tuple(r["context_facts"]), passage_text[r["positive_pid"]], negatives, claim_gold))
         if claim_only_positives == "reached":
