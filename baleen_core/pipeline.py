@@ -212,6 +212,7 @@ def train_condensers_and_reader(
     stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
     stage2 = SequenceModel.condenser_to_train("stage2", condenser, cfg2.seed)
     reader = SequenceModel.reader_to_train(reader_config, cfg3.seed)
+    tokenized = tokenize_corpus_once(stage1, stage2, reader, corpus)
 
     def stage1_set() -> list:
         return stage1_examples(labelled_hops(select_hops(labels, cfg1.max_examples), claims.rows, claims.gold, corpus.passages, cfg1.negative_passages), cfg1)
@@ -248,11 +249,31 @@ def train_condensers_and_reader(
         ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None, fit_held_out),
         ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
     )
-    records = {}
+    records = {"tokenize_corpus": tokenized}
     for name, model, examples, trainer, cfg, split, fit_model in plan:
         records[name] = finished.model(name, model, partial(fit_model, name, examples, trainer, cfg, work, split))
         logger.info("%s: %s", name, records[name])
     return (stage1, stage2, reader), records
+
+
+def tokenize_corpus_once(stage1: SequenceModel, stage2: SequenceModel, reader: SequenceModel, corpus: Corpus) -> dict:
+    """Every corpus text the condensers and the reader can read, tokenized once into their token
+    caches, as the index tokenizes every passage once (``DocTokens``): stage 1 reads titles and
+    sentences, and facts (``title | sentence``) as its context; stage 2 and the reader read facts.
+    The engine then tokenizes only claims on its hot path, not the same passages at every hop and
+    for every claim. Skipped for a model whose cache cannot hold the corpus (it would evict its
+    own entries)."""
+    started = time.perf_counter()
+    sentences = [s for passage in corpus.passages.values() for s in passage.sentences]
+    facts = [s.fact for s in sentences]
+    stage1_texts = [*(passage.title for passage in corpus.passages.values()), *(s.text for s in sentences), *facts]
+    texts = 0
+    for model, wanted in ((stage1, stage1_texts), (stage2, facts), (reader, facts)):
+        if len(wanted) <= model.token_cache.max_texts:
+            before = model.token_cache.tokenized
+            model.token_cache(wanted)
+            texts += model.token_cache.tokenized - before
+    return {"texts": texts, "seconds": round(time.perf_counter() - started, 2)}
 
 
 def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, work: Path, finished: FinishedSteps) -> tuple[Trained, dict]:
@@ -278,6 +299,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
             rounds.append(record)
     retriever = flipr_system_retriever(flipr, index, config, bm25)
     (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
+    tokenized = condenser_records.pop("tokenize_corpus")
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
     return Trained(flipr, index, stage1, stage2, reader, labels, condenser_records["reader"]["calibration"]["threshold"]), {
@@ -287,6 +309,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         "label_rounds": rounds,
         "models": models,
         "indexes": indexes,
+        "tokenize_corpus": tokenized,
     }
 
 
@@ -332,7 +355,7 @@ def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict
 
 def evaluate_pipeline(
     config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str],
-    save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False,
+    save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False, warmup_claims: int = 32,
 ) -> tuple[dict, dict]:
     """flows/evaluation.py in memory: every system over the same dev claims at the context
     threshold the reader trained with, scored per claim (``save`` gets the speeds and the metrics
@@ -340,8 +363,11 @@ def evaluate_pipeline(
     ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``). With
     ``compare_batching``, the full system once more with the condensers and reader in batches of
     ``batch_size`` inputs (no token budget): its speed and how many claims' predictions differ
-    (``batch_size_path``)."""
-    engine: dict = {}
+    (``batch_size_path``). Before the timed runs, the corpus is tokenized into the models' token
+    caches if it is not yet (``tokenize_corpus``), and the full system verifies the first
+    ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise also
+    pay for the device's kernel and allocator warm-up."""
+    engine: dict = {"tokenize_corpus": tokenize_corpus_once(trained.stage1, trained.stage2, trained.reader, corpus)}
     config = config.with_stage2_threshold(trained.context_threshold)
     retrievers = {
         "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
@@ -351,13 +377,16 @@ def evaluate_pipeline(
     }
     dev = claims.uids(config.evaluation.split, config.evaluation.max_claims)
     metric_rows, speeds, verdicts_of = {}, {}, {}
+    main = "baleen" if "baleen" in systems else systems[0]
+    if warmup_claims:
+        _, engine["warmup"] = run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:warmup_claims])
+        logger.info("engine warm-up · %s: %s", main, engine["warmup"])
     for system in systems:
         verdicts_of[system], speeds[system] = run_system(system, retrievers[system](), trained, config, claims, corpus, dev)
         verdicts = verdicts_of[system]
         metric_rows[system] = claim_metric_rows(prediction_rows(system, verdicts), trace_rows(system, verdicts), claims.rows, claims.gold, config.evaluation.depth)
         logger.info("engine · %s: %s", system, speeds[system])
     ev = config.evaluation
-    main = "baleen" if "baleen" in metric_rows else systems[0]
     engine.update({"claims_per_s": speeds[main]["claims_per_s"], "system": main, "split": ev.split, "depth": ev.depth, "systems": speeds})
     quality = {
         "split": ev.split,
@@ -368,13 +397,14 @@ def evaluate_pipeline(
         "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},
     }
     save(engine, quality)  # a run cut short by the device's limit keeps the timed runs and the metrics
+    if profile_claims:
+        (_, speed), profile = profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
+        engine["profile"] = {"system": main, **speed, **profile.as_dict()}
+        logger.info("engine profile · %s: own seconds by package %s", main, engine["profile"]["by_package"])
+    save(engine, quality)
     if compare_batching:
         per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
         plain, speed = run_system(main, retrievers[main](), trained, per_item, claims, corpus, dev)
         engine["batch_size_path"] = {"system": main, "batch_size": config.condenser.batch_size, **speed, **prediction_differences(verdicts_of[main], plain)}
         logger.info("engine · %s, batches of %d: %s", main, config.condenser.batch_size, engine["batch_size_path"])
-    if profile_claims:
-        (_, speed), profile = profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
-        engine["profile"] = {"system": main, **speed, **profile.as_dict()}
-        logger.info("engine profile · %s: own seconds by package %s", main, engine["profile"]["by_package"])
     return engine, quality

@@ -109,3 +109,37 @@ def test_a_label_round_in_memory_labels_and_counts_as_the_label_task():
     previous = [{"uid": "c1", "hop": 1, "positive_pid": 2}, {"uid": "c1", "hop": 2, "positive_pid": 2}]
     _, compared = label_round(bm25, gold, LabelConfig(depth=4, n_negatives=1), 1, previous)
     assert [h["changed"] for h in compared["by_hop"]] == [1, 0, 1]
+
+
+def test_the_corpus_tokenized_once_leaves_the_engine_only_the_claims_to_tokenize():
+    """After tokenize_corpus_once, a hop over the corpus's passages (stage 1 and stage 2) and the
+    reader over its facts send nothing but the claim to the tokenizer: the caches hold exactly
+    the texts each model reads, in the form it reads them."""
+    from baleen_core.condensing import SequenceModel, condense_hop, read_verdicts
+    from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
+    from baleen_core.dataset import Corpus
+    from baleen_core.pipeline import tokenize_corpus_once
+    from helpers import passage
+
+    passages = {
+        1: passage(1, "Glass Harbour", "Glass Harbour is a 2014 thriller film.", "It was directed by Oren Vask."),
+        2: passage(2, "Oren Vask", "Oren Vask is a Danish director.", "He was born in Aarhus."),
+    }
+    corpus = Corpus(
+        pids=[1, 2], titles={p: ps.title for p, ps in passages.items()}, texts={p: ps.title for p, ps in passages.items()}, passages=passages,
+        sentence_text={s.key: s.text for ps in passages.values() for s in ps.sentences},
+    )
+    stage1, stage2, reader = (SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2", "reader"))
+    record = tokenize_corpus_once(stage1, stage2, reader, corpus)
+    assert record["texts"] == (2 + 4 + 4) + 4 + 4  # stage 1: titles, sentences and facts (its context); stage 2 and the reader: the 4 facts
+    assert tokenize_corpus_once(stage1, stage2, reader, corpus)["texts"] == 0  # already there: nothing tokenized again
+
+    counts = [m.token_cache.tokenized for m in (stage1, stage2, reader)]
+    claim = "Glass Harbour was directed by a man born in Aarhus."
+    (hop,) = condense_hop(stage1, stage2, [claim], [[passages[1].sentences[0]]], [[passages[1], passages[2]]], CondenserConfig())
+    read_verdicts(reader, [claim], [[s.fact for s, _ in hop.evidence]], ReaderConfig())
+    assert [m.token_cache.tokenized - n for m, n in zip((stage1, stage2, reader), counts, strict=True)] == [1, 1, 1]  # the claim alone
+
+    small = SequenceModel.load("stage1", default_backbone(), "cpu")
+    small.token_cache.max_texts = 3  # cannot hold the corpus: left alone rather than filled and evicted
+    assert tokenize_corpus_once(small, stage2, reader, corpus)["texts"] == 0 and len(small.token_cache) == 0
