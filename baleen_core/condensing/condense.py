@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage1_windows, stage2_window
+from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage1_passage_windows, stage1_query, stage2_window
 from baleen_core.condensing.models import SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig
 
@@ -44,10 +44,12 @@ def stage1_inputs(model: SequenceModel, queries: Sequence[Stage1Query], config: 
     """Every window of every query as (query index, [(window, passage)])."""
     texts = [t for q in queries for t in (q.claim, *q.context, *(p.title for p in q.passages), *(s.text for p in q.passages for s in p.sentences))]
     ids = model.token_cache(texts)
-    return [
-        (qi, [(w, p) for p in q.passages for w in stage1_windows(model.tokenizer, q.claim, q.context, p, config.query_maxlen, config.window_maxlen, ids)])
-        for qi, q in enumerate(queries)
-    ]
+    special = model.special
+    per_query = []
+    for qi, q in enumerate(queries):
+        query = stage1_query(special, q.claim, q.context, config.query_maxlen, ids)  # once for all the hop's passages
+        per_query.append((qi, [(w, p) for p in q.passages for w in stage1_passage_windows(special, query, p, config.window_maxlen, ids)]))
+    return per_query
 
 
 def condense_stage1(model: SequenceModel, queries: Sequence[Stage1Query], config: CondenserConfig) -> list[list[ScoredSentence]]:

@@ -190,16 +190,26 @@ def stage1_windows(
     passage: PassageSentences,
     query_maxlen: int,
     window_maxlen: int,
-    ids: dict[str, list[int]] | None = None,
+    ids: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Window]:
     """Windows scoring every sentence of ``passage`` (item i = sentence i) for claim + context."""
     special = SpecialIds(tokenizer)
     ids = ids if ids is not None else token_ids(tokenizer, [claim, *context, passage.title, *(s.text for s in passage.sentences)])
+    return stage1_passage_windows(special, stage1_query(special, claim, context, query_maxlen, ids), passage, window_maxlen, ids)
+
+
+def stage1_query(special: SpecialIds, claim: str, context: Sequence[str], query_maxlen: int, ids: Mapping[str, Sequence[int]]) -> list[int]:
+    """Stage 1's query ids, ``claim [SEP] fact₁ [SEP] fact₂ …``: the same for every passage of a
+    hop, so the engine builds it once per claim and hop (:func:`stage1_passage_windows`)."""
     claim_ids = list(ids[claim][: stage1_claim_budget(len(ids[claim]), [len(ids[fact]) for fact in context], query_maxlen)])
     # every context fact keeps its share of what the claim leaves (none is cut away), each
     # preceded by [SEP]: fit_facts writes "fact [SEP]", so the separators are rotated to the front
     facts = fit_facts([ids[fact] for fact in context], query_maxlen - len(claim_ids), special.sep)
-    query = claim_ids + ([special.sep, *facts[:-1]] if facts else [])
+    return claim_ids + ([special.sep, *facts[:-1]] if facts else [])
+
+
+def stage1_passage_windows(special: SpecialIds, query: Sequence[int], passage: PassageSentences, window_maxlen: int, ids: Mapping[str, Sequence[int]]) -> list[Window]:
+    """:func:`stage1_windows` of one passage for a query built by :func:`stage1_query`."""
     prefix = [special.cls, *query, special.sep, *ids[passage.title]][: window_maxlen - 3]
     room = window_maxlen - len(prefix) - 1  # the closing [SEP]
     query_end = min(1 + len(query), len(prefix))

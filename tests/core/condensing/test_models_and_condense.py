@@ -273,3 +273,23 @@ def test_training_logits_in_length_chunks_are_the_whole_batchs(stage1, film, mon
         monkeypatch.setattr(modeling, "CPU_TRAINING_CHUNK_TOKENS", 64)
         chunked = stage1.training_logits(windows)
     assert chunked.shape == whole.shape and torch.allclose(chunked, whole, atol=1e-4)
+
+
+def test_stage1_inputs_build_each_query_once_and_equal_the_windows_built_passage_by_passage(stage1, film):
+    """The engine's stage-1 inputs (the query built once per claim and hop) are exactly the
+    windows stage1_windows builds for each passage alone: context cut to its share, a long
+    passage continued in a second window."""
+    from baleen_core.condensing.condense import stage1_inputs
+    from baleen_core.condensing.layouts import stage1_windows
+
+    long = passage(2, "Long Passage", *(f"Sentence number {i} says something rather long about the film and its cast." for i in range(12)))
+    queries = [
+        Stage1Query("Who directed Glass Harbour?", (), (film, long)),
+        Stage1Query("word " * 40, ("Glass Harbour | It was directed by Oren Vask.", "Oren Vask | He was born in Aarhus. " * 6), (long, film)),
+    ]
+    config = CondenserConfig(device="cpu", query_maxlen=32, window_maxlen=128)
+    built = stage1_inputs(stage1, queries, config)
+    for (qi, pairs), q in zip(built, queries, strict=True):
+        expected = [(w, p) for p in q.passages for w in stage1_windows(stage1.tokenizer, q.claim, q.context, p, config.query_maxlen, config.window_maxlen)]
+        assert pairs == expected
+    assert sum(p is long for _, p in built[0][1]) >= 2  # the long passage did need a second window
