@@ -286,12 +286,16 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         raise ValueError("the pipeline in memory labels round 0 with BM25 (labels.round0: bm25)")
     labels, record = finished.labels("labels-r0", lambda: label_round(bm25, gold, config.labels, 0, None))
     rounds, models, indexes = [record], {}, {}
-    flipr = index = None
+    flipr = index = doc_tokens = None
     for number in range(config.labels.rounds):
         del flipr, index
         free_device_memory(torch.device(config.retriever.device))
         flipr, models[f"flipr-r{number}"] = train_flipr_round(config, labels, claims, corpus, number, work, finished)
-        index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
+        if doc_tokens is None:  # once per run: every round's FLIPR reads with the same backbone's tokenizer
+            tokenizing = time.perf_counter()
+            doc_tokens = flipr.tokenizer.doc_tokens([corpus.texts[pid] for pid in corpus.pids])
+            indexes["tokenize_seconds"] = round(time.perf_counter() - tokenizing, 2)
+        index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index, doc_tokens)
         logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
             ranker, previous = hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25), labels

@@ -18,6 +18,7 @@ from baleen_core.config import IndexConfig
 from baleen_core.retrieval.codec import ResidualCodec, choose_n_centroids, codec_sample_size
 from baleen_core.retrieval.index import FliprIndex, build_ivf
 from baleen_core.retrieval.modeling import Flipr, batch_limits
+from baleen_core.retrieval.tokenization import DocTokens
 from baleen_core.retrieval.throughput import sync
 
 
@@ -35,15 +36,16 @@ class EncodedShard:
         return int(self.doclens.sum())
 
 
-def encode_texts(flipr: Flipr, texts: Sequence[str], config: IndexConfig, on_batch: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`Flipr.encode_passages` in the configured batches (by token budget on a GPU)."""
+def encode_texts(flipr: Flipr, texts: Sequence[str] | DocTokens, config: IndexConfig, on_batch: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Flipr.encode_passages` in the configured batches (by token budget on a GPU), of
+    texts or of passages tokenized earlier."""
     batch_size, max_tokens = batch_limits(flipr.device, config.batch_size, config.gpu_batch_tokens)
     return flipr.encode_passages(texts, batch_size, on_batch, max_tokens)
 
 
 def train_codec(
     flipr: Flipr,
-    sample_texts: Sequence[str],
+    sample_texts: Sequence[str] | DocTokens,
     n_passages_total: int,
     config: IndexConfig,
     use_gpu: bool,
@@ -71,7 +73,7 @@ def encode_shard(
     flipr: Flipr,
     codec: ResidualCodec,
     pids: np.ndarray,
-    texts: Sequence[str],
+    texts: Sequence[str] | DocTokens,
     config: IndexConfig,
     on_batch: Callable[[int], None] | None = None,
     codec_sample: np.ndarray | None = None,
@@ -91,19 +93,29 @@ def merge_shards(codes: Sequence[np.ndarray], doclens: Sequence[np.ndarray], n_c
     return build_ivf(np.concatenate(codes), np.concatenate(doclens), n_centroids)
 
 
-def build_in_memory(flipr: Flipr, pids: Sequence[int], texts: Mapping[int, str], config: IndexConfig) -> tuple[FliprIndex, dict]:
+def build_in_memory(flipr: Flipr, pids: Sequence[int], texts: Mapping[int, str], config: IndexConfig, tokens: DocTokens | None = None) -> tuple[FliprIndex, dict]:
     """What the index flow does (tasks/index.py: train-codec, encode-shard, build-index) over the
     passages ``pids`` (sorted; ``texts``: their ``title | text``), in one shard and in memory, with
-    k-means and nearest centroids in torch on the encoder's device; and the seconds of each step."""
+    k-means and nearest centroids in torch on the encoder's device; and the seconds of each step.
+
+    The passages are tokenized once (``tokenize_seconds``) and the codec's sample taken from those
+    ids; ``tokens``, the passages ``pids`` tokenized earlier by the same tokenizer
+    (:meth:`FliprTokenizer.doc_tokens`), skips even that: a run that re-indexes after every FLIPR
+    round tokenizes its corpus once."""
     device = flipr.device
     pids = np.asarray(pids, dtype=np.int64)
     n_sample = min(len(pids), config.sample_passages or codec_sample_size(len(pids)))
     sample = np.sort(np.random.default_rng(config.seed).choice(pids, n_sample, replace=False))
     started = time.perf_counter()
-    codec = train_codec(flipr, [texts[int(p)] for p in sample], len(pids), config, use_gpu=False, device=device)
+    if tokens is None:
+        tokens = flipr.tokenizer.doc_tokens([texts[int(p)] for p in pids])
+    elif len(tokens) != len(pids):
+        raise ValueError(f"{len(tokens)} tokenized passages given for {len(pids)} passages to index")
+    tokenized = time.perf_counter()
+    codec = train_codec(flipr, tokens.select(np.searchsorted(pids, sample)), len(pids), config, use_gpu=False, device=device)
     sync(device)
     codec_done = time.perf_counter()
-    shard = encode_shard(flipr, codec, pids, [texts[int(p)] for p in pids], config)
+    shard = encode_shard(flipr, codec, pids, tokens, config)
     sync(device)
     encoded = time.perf_counter()
     offsets, docs = merge_shards([shard.codes], [shard.doclens], codec.n_centroids)
@@ -111,7 +123,8 @@ def build_in_memory(flipr: Flipr, pids: Sequence[int], texts: Mapping[int, str],
     done = time.perf_counter()
     return index, {
         "seconds": round(done - started, 2),
-        "codec_seconds": round(codec_done - started, 2),
+        "tokenize_seconds": round(tokenized - started, 2),
+        "codec_seconds": round(codec_done - tokenized, 2),
         "encode_seconds": round(encoded - codec_done, 2),
         "ivf_seconds": round(done - encoded, 2),
         "passages": len(pids),

@@ -88,6 +88,13 @@ class DocTokens:
         counts = np.concatenate([[0], np.cumsum(self.scored, dtype=np.int64)])
         return (counts[self.offsets[1:]] - counts[self.offsets[:-1]]).astype(np.int32)
 
+    def select(self, rows: np.ndarray) -> DocTokens:
+        """Documents ``rows``, in that order, as their own :class:`DocTokens` (a codec sample of
+        a corpus tokenized once)."""
+        lengths = self.lengths[rows]
+        source = np.repeat(self.offsets[rows], lengths) + group_ranks(lengths)
+        return DocTokens(self.ids[source], np.concatenate([[0], np.cumsum(lengths)]), self.scored[source])
+
     def batch(self, rows: np.ndarray, pad_id: int) -> DocBatch:
         """Documents ``rows``, in that order, right-padded to the longest of them (no Python loop
         per document: one gather of the flat ids)."""

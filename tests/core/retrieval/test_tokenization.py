@@ -154,3 +154,12 @@ def test_batch_token_ids_match_the_tokenizer_in_one_thread_or_several(hf_tokeniz
     hf_tokenizer(texts[:2], truncation=True, max_length=5, padding="max_length")
     assert batch_token_ids(hf_tokenizer, texts, threads=3, min_texts=4) == expected  # 3 threads, order kept
     assert batch_token_ids(hf_tokenizer, []) == []
+
+
+def test_selected_doc_tokens_are_those_rows_tokenized_alone(hf_tokenizer):
+    """DocTokens.select (a codec sample of a corpus tokenized once) equals tokenizing the sample."""
+    tok = FliprTokenizer(hf_tokenizer)
+    texts = ["Alpha | one, two.", "Beta | a much longer passage about films, bands and cities.", "Gamma | x.", "Delta | y z."]
+    rows = np.array([3, 1])
+    picked, alone = tok.doc_tokens(texts).select(rows), tok.doc_tokens([texts[3], texts[1]])
+    assert np.array_equal(picked.ids, alone.ids) and np.array_equal(picked.offsets, alone.offsets) and np.array_equal(picked.scored, alone.scored)
