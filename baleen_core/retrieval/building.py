@@ -112,7 +112,8 @@ def build_in_memory(flipr: Flipr, pids: Sequence[int], texts: Mapping[int, str],
     elif len(tokens) != len(pids):
         raise ValueError(f"{len(tokens)} tokenized passages given for {len(pids)} passages to index")
     tokenized = time.perf_counter()
-    codec = train_codec(flipr, tokens.select(np.searchsorted(pids, sample)), len(pids), config, use_gpu=False, device=device)
+    by_pid = np.argsort(pids, kind="stable")
+    codec = train_codec(flipr, tokens.select(by_pid[np.searchsorted(pids[by_pid], sample)]), len(pids), config, use_gpu=False, device=device)
     sync(device)
     codec_done = time.perf_counter()
     shard = encode_shard(flipr, codec, pids, tokens, config)

@@ -213,5 +213,10 @@ def test_an_index_built_from_passages_tokenized_earlier_is_the_same_index(flipr,
     for name in ("pids", "doclens", "codes", "payload", "ivf_offsets", "ivf_docs"):
         assert np.array_equal(getattr(from_texts, name), getattr(from_ids, name)), name
     assert np.array_equal(from_texts.codec.centroids, from_ids.codec.centroids)
+    shuffled = np.random.default_rng(0).permutation(len(pids))  # pids in any order: the codec sample's ids are found by pid
+    unsorted = [pids[i] for i in shuffled]
+    unsorted_from_texts, _ = build_in_memory(flipr, unsorted, texts, config)
+    unsorted_from_ids, _ = build_in_memory(flipr, unsorted, texts, config, flipr.tokenizer.doc_tokens([corpus[i] for i in shuffled]))
+    assert np.array_equal(unsorted_from_texts.codec.centroids, unsorted_from_ids.codec.centroids)
     with pytest.raises(ValueError, match=f"29 tokenized passages given for {len(corpus)} passages"):
         build_in_memory(flipr, pids, texts, config, flipr.tokenizer.doc_tokens(corpus[:29]))
