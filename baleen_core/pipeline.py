@@ -203,10 +203,12 @@ def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Clai
 
 def train_condensers_and_reader(
     config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, retriever, work: Path, finished: FinishedSteps
-) -> tuple[tuple[SequenceModel, ...], dict]:
+) -> tuple[tuple[SequenceModel, ...], dict, dict]:
     """tasks/condensing.py's stage 1 → stage 2 (on stage 1's candidates) → the engine with
     ``retriever`` and no reader over the held-out training claims → reader (on their final facts
-    and gold facts), each from the backbone with a seeded head, validation claims split off."""
+    and gold facts), each from the backbone with a seeded head, validation claims split off.
+    Returns the models (their token caches holding the corpus: :func:`tokenize_corpus_once`),
+    each model's record, and the record of that tokenizing."""
     condenser, training = config.condenser, config.training
     cfg1, cfg2, cfg3, reader_config = training.stage1, training.stage2, training.reader, config.reader
     stage1 = SequenceModel.condenser_to_train("stage1", condenser, cfg1.seed)
@@ -249,11 +251,11 @@ def train_condensers_and_reader(
         ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None, fit_held_out),
         ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
     )
-    records = {"tokenize_corpus": tokenized}
+    records = {}
     for name, model, examples, trainer, cfg, split, fit_model in plan:
         records[name] = finished.model(name, model, partial(fit_model, name, examples, trainer, cfg, work, split))
         logger.info("%s: %s", name, records[name])
-    return (stage1, stage2, reader), records
+    return (stage1, stage2, reader), records, tokenized
 
 
 def tokenize_corpus_once(stage1: SequenceModel, stage2: SequenceModel, reader: SequenceModel, corpus: Corpus) -> dict:
@@ -286,7 +288,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         raise ValueError("the pipeline in memory labels round 0 with BM25 (labels.round0: bm25)")
     labels, record = finished.labels("labels-r0", lambda: label_round(bm25, gold, config.labels, 0, None))
     rounds, models, indexes = [record], {}, {}
-    flipr = index = doc_tokens = None
+    flipr = index = doc_tokens = index_tokenize_seconds = None
     for number in range(config.labels.rounds):
         del flipr, index
         free_device_memory(torch.device(config.retriever.device))
@@ -294,7 +296,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         if doc_tokens is None:  # once per run: every round's FLIPR reads with the same backbone's tokenizer
             tokenizing = time.perf_counter()
             doc_tokens = flipr.tokenizer.doc_tokens([corpus.texts[pid] for pid in corpus.pids])
-            indexes["tokenize_seconds"] = round(time.perf_counter() - tokenizing, 2)
+            index_tokenize_seconds = round(time.perf_counter() - tokenizing, 2)
         index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index, doc_tokens)
         logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
@@ -302,8 +304,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
             labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
             rounds.append(record)
     retriever = flipr_system_retriever(flipr, index, config, bm25)
-    (stage1, stage2, reader), condenser_records = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
-    tokenized = condenser_records.pop("tokenize_corpus")
+    (stage1, stage2, reader), condenser_records, tokenized = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
     return Trained(flipr, index, stage1, stage2, reader, labels, condenser_records["reader"]["calibration"]["threshold"]), {
@@ -313,6 +314,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         "label_rounds": rounds,
         "models": models,
         "indexes": indexes,
+        "index_tokenize_seconds": index_tokenize_seconds,
         "tokenize_corpus": tokenized,
     }
 
@@ -367,11 +369,11 @@ def evaluate_pipeline(
     ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``). With
     ``compare_batching``, the full system once more with the condensers and reader in batches of
     ``batch_size`` inputs (no token budget): its speed and how many claims' predictions differ
-    (``batch_size_path``). Before the timed runs, the corpus is tokenized into the models' token
-    caches if it is not yet (``tokenize_corpus``), and the full system verifies the first
-    ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise also
-    pay for the device's kernel and allocator warm-up."""
-    engine: dict = {"tokenize_corpus": tokenize_corpus_once(trained.stage1, trained.stage2, trained.reader, corpus)}
+    (``batch_size_path``). The models' token caches already hold the corpus (training filled
+    them), so the engine tokenizes claims only; before the timed runs the full system verifies the
+    first ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise
+    also pay for the device's kernel and allocator warm-up."""
+    engine: dict = {}
     config = config.with_stage2_threshold(trained.context_threshold)
     retrievers = {
         "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),

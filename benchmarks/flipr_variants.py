@@ -167,9 +167,11 @@ def main() -> None:
     retrievers = {} if "bm25" in rows_by else {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
     if "flipr-r0" not in rows_by:
         trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": store.latest("flipr_checkpoint", "flipr-r0").path})), **trained}
-    builds = {}
+    builds, doc_tokens = {}, None
     for name, flipr in trained.items():
-        index, builds[name] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index)
+        if doc_tokens is None:  # once: every FLIPR here reads with the run's backbone tokenizer
+            doc_tokens = flipr.tokenizer.doc_tokens([corpus.texts[pid] for pid in corpus.pids])
+        index, builds[name] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index, doc_tokens)
         retrievers[name] = searcher(flipr, index, config)
         print(f"{name}: index in {builds[name]['seconds']} s", flush=True)
     ranked = ranked_claims(retrievers, dev, config.evaluation)

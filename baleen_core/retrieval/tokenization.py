@@ -91,15 +91,18 @@ class DocTokens:
     def select(self, rows: np.ndarray) -> DocTokens:
         """Documents ``rows``, in that order, as their own :class:`DocTokens` (a codec sample of
         a corpus tokenized once)."""
-        lengths = self.lengths[rows]
-        source = np.repeat(self.offsets[rows], lengths) + group_ranks(lengths)
+        source, lengths = self._positions(rows)
         return DocTokens(self.ids[source], np.concatenate([[0], np.cumsum(lengths)]), self.scored[source])
+
+    def _positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The flat positions of documents ``rows``' tokens, in order, and their lengths."""
+        lengths = self.lengths[rows]
+        return np.repeat(self.offsets[rows], lengths) + group_ranks(lengths), lengths
 
     def batch(self, rows: np.ndarray, pad_id: int) -> DocBatch:
         """Documents ``rows``, in that order, right-padded to the longest of them (no Python loop
         per document: one gather of the flat ids)."""
-        lengths = self.lengths[rows]
-        source = np.repeat(self.offsets[rows], lengths) + group_ranks(lengths)  # each real token's flat position
+        source, lengths = self._positions(rows)
         ids, filled = right_padded(self.ids[source], lengths, pad_id)
         scored, _ = right_padded(self.scored[source], lengths, False)
         return DocBatch(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(filled.astype(np.int64)), torch.from_numpy(scored))
