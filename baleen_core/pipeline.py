@@ -175,13 +175,14 @@ class Trained:
     context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
 
 
-def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig) -> FliprSearcher:
-    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device)
+def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch: int | None = None) -> FliprSearcher:
+    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device, query_batch=query_batch)
 
 
-def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):
-    """A FLIPR system's retriever under ``search.fusion`` (as tasks/evaluation.py)."""
-    return hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25)
+def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25, query_batch: int | None = None):
+    """A FLIPR system's retriever under ``search.fusion`` (as tasks/evaluation.py); ``query_batch``:
+    the queries FLIPR searches together (default: the searcher's)."""
+    return hop_retriever(searcher(flipr, index, config, query_batch), config.search.fusion, lambda: bm25)
 
 
 def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, number: int, work: Path, finished: FinishedSteps) -> tuple[Flipr, dict]:
@@ -367,9 +368,9 @@ def evaluate_pipeline(
     threshold the reader trained with, scored per claim (``save`` gets the speeds and the metrics
     as soon as they exist); then, apart from the timed runs, the full system on the first
     ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``). With
-    ``compare_batching``, the full system once more with the condensers and reader in batches of
-    ``batch_size`` inputs (no token budget): its speed and how many claims' predictions differ
-    (``batch_size_path``). The models' token caches already hold the corpus (training filled
+    ``compare_batching``, the full system once more the unbatched way, FLIPR searching one query
+    at a time and the condensers and reader in batches of ``batch_size`` inputs (no token budget):
+    its speed and how many claims' predictions differ (``batch_size_path``). The models' token caches already hold the corpus (training filled
     them), so the engine tokenizes claims only; before the timed runs the full system verifies the
     first ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise
     also pay for the device's kernel and allocator warm-up."""
@@ -410,7 +411,10 @@ def evaluate_pipeline(
     save(engine, quality)
     if compare_batching:
         per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
-        plain, speed = run_system(main, retrievers[main](), trained, per_item, claims, corpus, dev)
-        engine["batch_size_path"] = {"system": main, "batch_size": config.condenser.batch_size, **speed, **prediction_differences(verdicts_of[main], plain)}
-        logger.info("engine · %s, batches of %d: %s", main, config.condenser.batch_size, engine["batch_size_path"])
+        one_query = flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch=1) if main == "baleen" else retrievers[main]()
+        plain, speed = run_system(main, one_query, trained, per_item, claims, corpus, dev)
+        engine["batch_size_path"] = {
+            "system": main, "batch_size": config.condenser.batch_size, "flipr_queries_per_search": 1, **speed, **prediction_differences(verdicts_of[main], plain)
+        }
+        logger.info("engine · %s, unbatched (FLIPR one query at a time, models in batches of %d): %s", main, config.condenser.batch_size, engine["batch_size_path"])
     return engine, quality

@@ -39,8 +39,9 @@ class ExhaustiveRanker:
         (hits,) = self.searcher.exhaustive([claim], [list(context)], k=depth, exclude=[exclude])
         return [(hit.pid, hit.score) for hit in hits]
 
-    def score(self, claim: str, context, pids) -> list[float]:
-        return self.searcher.score(claim, context, pids)
+    def rank_and_score(self, claims, contexts, depths, excludes, pids) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
+        ranked = [self.rank(*query) for query in zip(claims, contexts, depths, excludes, strict=True)]
+        return ranked, [self.searcher.score(claim, context, these) for claim, context, these in zip(claims, contexts, pids, strict=True)]
 
 
 def main() -> None:

@@ -22,8 +22,9 @@ finished):
   losses per model;
 - ``engine``: ``baleen_core.engine.verify_claims`` over the dev claims, claims/s per system, at the
   context threshold chosen in training on the held-out training claims, as the evaluation flow
-  does; with ``--compare-batching`` (default on a GPU) the full system again in batches of
-  ``batch_size`` inputs instead of token budgets, with how many claims' predictions differ;
+  does; with ``--compare-batching`` (default on a GPU) the full system again unbatched, FLIPR
+  searching one query at a time and the models in batches of ``batch_size`` inputs instead of
+  token budgets, with how many claims' predictions differ;
 - ``engine.profile``: the full system on ``--profile-claims`` dev claims under cProfile: host
   seconds by package and the functions with the most own time;
 - ``hover_mini_dev``: HoVer's metrics per system and hop count (``baleen_core.results``).
@@ -195,7 +196,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--depth", type=int, default=100, help="passages retrieved per claim over its hops (Retrieval@depth)")
     group.add_argument("--systems", default="baleen,bm25-multihop", help=f"engine systems, of {','.join(SYSTEMS)}")
     group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the metric intervals")
-    group.add_argument("--compare-batching", action=argparse.BooleanOptionalAction, default=None, help="run the full system again in batches of batch_size (no token budget) and count differing predictions (default: on a GPU)")
+    group.add_argument("--compare-batching", action=argparse.BooleanOptionalAction, default=None, help="run the full system again unbatched (one FLIPR query at a time, models in batches of batch_size) and count differing predictions (default: on a GPU)")
     group.add_argument("--profile-claims", type=int, default=None, help="dev claims the full system verifies again under cProfile, apart from the timed run (default: 100 on a GPU, 0 = none on a CPU)")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"

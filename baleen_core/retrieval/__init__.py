@@ -5,7 +5,7 @@
 from baleen_core.retrieval.codec import ResidualCodec
 from baleen_core.retrieval.index import FliprIndex, ShardPlan, plan_shards
 from baleen_core.retrieval.modeling import Flipr, FliprEncoder, resolve_device
-from baleen_core.retrieval.scoring import flipr_aggregate, flipr_score, maxsim, maxsim_packed
+from baleen_core.retrieval.scoring import flipr_aggregate, flipr_score, maxsim, maxsim_grouped
 from baleen_core.retrieval.search import FliprSearcher, Hit, TokenMatch
 from baleen_core.retrieval.tokenization import FliprTokenizer, QueryBatch, fact_text, passage_text
 
@@ -24,7 +24,7 @@ __all__ = [
     "flipr_aggregate",
     "flipr_score",
     "maxsim",
-    "maxsim_packed",
+    "maxsim_grouped",
     "passage_text",
     "plan_shards",
     "resolve_device",

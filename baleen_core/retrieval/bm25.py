@@ -26,7 +26,10 @@ class Bm25Retriever:
         return self.model.get_scores(tokens)
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
-        scores = self._scores(claim, context).astype(np.float64)
+        return self._top(self._scores(claim, context), depth, exclude)
+
+    def _top(self, scores: np.ndarray, depth: int, exclude: set[int]) -> list[tuple[int, float]]:
+        scores = scores.astype(np.float64)
         for pid in exclude:
             if (pos := self.position_of_pid.get(int(pid))) is not None:
                 scores[pos] = -np.inf
@@ -41,6 +44,19 @@ class Bm25Retriever:
         """:meth:`rank` for each query (the engine's hop)."""
         return [self.rank(c, ctx, d, ex) for c, ctx, d, ex in zip(claims, contexts, depths, excludes, strict=True)]
 
+    def rank_and_score(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]], pids: Sequence[Sequence[int]]
+    ) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
+        """Per query, :meth:`rank` and :meth:`score` from one scoring of the corpus (a label round's hop)."""
+        ranked, scored = [], []
+        for claim, context, depth, exclude, these in zip(claims, contexts, depths, excludes, pids, strict=True):
+            scores = self._scores(claim, context)
+            ranked.append(self._top(scores, depth, exclude))
+            scored.append(self._at(scores, these))
+        return ranked, scored
+
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
-        scores = self._scores(claim, context)
+        return self._at(self._scores(claim, context), pids)
+
+    def _at(self, scores: np.ndarray, pids: Sequence[int]) -> list[float]:
         return [float(scores[self.position_of_pid[int(p)]]) for p in pids]

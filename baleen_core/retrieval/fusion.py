@@ -60,11 +60,22 @@ class FusedRetriever:
     def rank_batch(
         self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]]
     ) -> list[list[tuple[int, float]]]:
-        each = [retriever.rank_batch(claims, contexts, depths, excludes) for retriever in self.retrievers]
-        return [reciprocal_rank_fusion([ranked[q] for ranked in each], depths[q], self.k) for q in range(len(claims))]
+        return self._fused(self.retrievers[0].rank_batch(claims, contexts, depths, excludes), claims, contexts, depths, excludes)
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
         return self.rank_batch([claim], [context], [depth], [exclude])[0]
+
+    def rank_and_score(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], pids: Sequence[Sequence[int]]
+    ) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
+        """The fused rankings, and the first retriever's exact scores of ``pids`` (see :meth:`score`)."""
+        first, scored = self.retrievers[0].rank_and_score(claims, contexts, depths, excludes, pids)
+        return self._fused(first, claims, contexts, depths, excludes), scored
+
+    def _fused(self, first: list[list[tuple[int, float]]], claims, contexts, depths, excludes) -> list[list[tuple[int, float]]]:
+        """The first retriever's rankings (given) fused with every other's."""
+        each = [first, *(retriever.rank_batch(claims, contexts, depths, excludes) for retriever in self.retrievers[1:])]
+        return [reciprocal_rank_fusion([ranked[q] for ranked in each], depths[q], self.k) for q in range(len(claims))]
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """The first retriever's exact scores of ``pids``. A fused score exists only for passages

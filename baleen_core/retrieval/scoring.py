@@ -37,15 +37,29 @@ def maxsim(queries: torch.Tensor, docs: torch.Tensor, doc_mask: torch.Tensor) ->
     return sim.amax(dim=-1)
 
 
-def maxsim_packed(query: torch.Tensor, token_embs: torch.Tensor, token_doc: torch.Tensor, n_docs: int) -> torch.Tensor:
-    """MaxSim for one query over documents stored back to back (the index layout).
+def maxsim_grouped(queries: torch.Tensor, token_embs: torch.Tensor, token_query: torch.Tensor, token_doc: torch.Tensor, n_docs: int) -> torch.Tensor:
+    """MaxSim for documents stored back to back (the index layout), each scored by its own query.
 
-    query ``[Lq, dim]``; token_embs ``[T, dim]``; token_doc ``[T]`` gives each token's document
-    (0..n_docs-1) → ``[n_docs, Lq]``. No padding is materialised, so memory is ``T × Lq``.
+    queries ``[B, Lq, dim]``; token_embs ``[T, dim]``; token_query ``[T]`` gives each token's query
+    (ascending: the tokens come grouped by query); token_doc ``[T]`` its document
+    (0..n_docs-1, each document read by one query) → ``[n_docs, Lq]``. Each query's tokens are
+    padded to the largest group and multiplied in one batched matmul: memory is
+    ``B × max tokens per query × (dim + Lq)``, never ``T × B × Lq``.
     """
-    sim = token_embs @ query.T  # [T, Lq]
-    out = torch.full((n_docs, query.shape[0]), NEG_INF, dtype=sim.dtype, device=sim.device)
-    return out.scatter_reduce(0, token_doc[:, None].expand_as(sim), sim, reduce="amax", include_self=True)
+    n_queries, width = queries.shape[:2]
+    if n_queries == 1:  # one query: its tokens are already back to back, nothing to pad
+        sim, doc_of_row = token_embs @ queries[0].T.to(token_embs.dtype), token_doc
+    else:
+        per_query = torch.bincount(token_query, minlength=n_queries)
+        slot = torch.arange(token_query.shape[0], device=token_query.device) - (torch.cumsum(per_query, 0) - per_query)[token_query]
+        longest = int(per_query.max()) if token_query.numel() else 0
+        padded = token_embs.new_zeros(n_queries, longest, token_embs.shape[1])
+        padded[token_query, slot] = token_embs
+        doc_of_row = torch.full((n_queries, longest), n_docs, dtype=torch.long, device=token_doc.device)  # padding: a spare row
+        doc_of_row[token_query, slot] = token_doc
+        sim, doc_of_row = torch.bmm(padded, queries.transpose(1, 2).to(token_embs.dtype)).view(-1, width), doc_of_row.view(-1)
+    out = torch.full((n_docs + 1, width), NEG_INF, dtype=sim.dtype, device=sim.device)
+    return out.scatter_reduce(0, doc_of_row[:, None].expand_as(sim), sim, reduce="amax", include_self=True)[:n_docs]
 
 
 def _topk_sum(values: torch.Tensor, valid: torch.Tensor, k: int | None) -> torch.Tensor:

@@ -8,6 +8,10 @@
    XTR imputes missing similarities). Only the ``ncandidates`` best go on.
 3. **Re-rank.** Their token embeddings are decompressed and scored with exact FLIPR.
 
+A batch of queries goes through the three steps together (:meth:`FliprSearcher.search_batch`):
+every step is a handful of kernels over all the batch's (query, passage) pairs, and only the final
+hits come back, so a GPU is not left waiting on one small query at a time.
+
 :meth:`FliprSearcher.exhaustive` scores every passage with exact FLIPR: the reference that the
 index is measured against.
 
@@ -17,6 +21,7 @@ is copied there once (:class:`IndexTensors`) and nothing but the final hits come
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -24,7 +29,7 @@ import torch
 
 from baleen_core.retrieval.index import FliprIndex, IndexTensors
 from baleen_core.retrieval.modeling import Flipr
-from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, maxsim_packed
+from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, maxsim_grouped
 
 
 @dataclass(frozen=True)
@@ -54,13 +59,53 @@ def top_k_stable(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
     return scores[order], order
 
 
+def top_k_per_group(groups: torch.Tensor, scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Indices of the best ``k[g]`` finite scores of every group ``g``: groups in ascending order,
+    best first within each, ties in index order (as :func:`top_k_stable`, for many queries at
+    once). ``groups`` and ``scores`` are ``[N]``; ``k`` is ``[n_groups]``."""
+    order = torch.sort(scores, descending=True, stable=True).indices
+    if k.shape[0] > 1:  # one group is in order already
+        order = order[torch.sort(groups[order], stable=True).indices]
+    group = groups[order]
+    size = torch.bincount(group, minlength=k.shape[0])
+    rank = torch.arange(order.shape[0], device=order.device) - (torch.cumsum(size, 0) - size)[group]
+    return order[(rank < k[group]) & torch.isfinite(scores[order])]
+
+
+def _chunks_within(counts: Sequence[int], per_item: int, max_elements: int):
+    """Consecutive ``(lo, hi)`` ranges of ``counts`` whose padded size, ``(hi - lo) ×
+    max(counts[lo:hi]) × per_item``, stays within ``max_elements`` (one entry at least)."""
+    lo, widest = 0, 0
+    for i, n in enumerate(counts):
+        if i > lo and (i + 1 - lo) * max(widest, n) * per_item > max_elements:
+            yield lo, i
+            lo, widest = i, 0
+        widest = max(widest, n)
+    if lo < len(counts):
+        yield lo, len(counts)
+
+
 class FliprSearcher:
     def __init__(
-        self, flipr: Flipr, index: FliprIndex, nprobe: int = 4, ncandidates: int = 512, full_interaction: bool = False, device: torch.device | str | None = None
+        self,
+        flipr: Flipr,
+        index: FliprIndex,
+        nprobe: int = 4,
+        ncandidates: int = 512,
+        full_interaction: bool = False,
+        device: torch.device | str | None = None,
+        query_batch: int | None = None,
+        queries_per_search: int | None = None,
+        max_elements: int | None = None,
     ) -> None:
         """``full_interaction`` sums every query position's MaxSim (ColBERT) instead of FLIPR's
         top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring. ``device``:
-        where search runs (default: the encoder's device)."""
+        where search runs (default: the encoder's device). ``query_batch``: queries encoded
+        together (default 32 on the CPU, 512 on a GPU, whose kernels need the width);
+        ``queries_per_search``: of those, how many go through search's kernels together (default:
+        all of them on a GPU; one on the CPU, where a wide batch's (query, passage) arrays fall out
+        of the cache and search runs slower than one query at a time); ``max_elements``: the most floats one exact-scoring matmul pads out (default 2^22 on the
+        CPU, 2^30 on a GPU)."""
         if index.codec.dim != flipr.dim:
             raise ValueError(f"the index holds {index.codec.dim}-d embeddings but the encoder makes {flipr.dim}-d ones")
         self.flipr = flipr
@@ -68,6 +113,10 @@ class FliprSearcher:
         self.nprobe = nprobe
         self.ncandidates = ncandidates
         self.device = torch.device(device) if device is not None else flipr.device
+        on_gpu = self.device.type != "cpu"
+        self.query_batch = query_batch or (512 if on_gpu else 32)
+        self.queries_per_search = queries_per_search or (self.query_batch if on_gpu else 1)
+        self.max_elements = max_elements or (2**30 if on_gpu else 2**22)
         self._tensors: IndexTensors | None = None
         cfg = flipr.config
         self.k_claim, self.k_context = (None, None) if full_interaction else (cfg.k_claim, cfg.k_context)
@@ -119,17 +168,44 @@ class FliprSearcher:
         return [(h.pid, h.score) for h in self.search_encoded(query, n_claim, depth, exclude)]
 
     def rank_batch(
-        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], batch_size: int = 32
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], batch_size: int | None = None
     ) -> list[list[tuple[int, float]]]:
-        """:meth:`rank` for many queries, encoded ``batch_size`` at a time (the engine's hop)."""
-        ranked = []
-        for start in range(0, len(claims), batch_size):
-            chunk = slice(start, start + batch_size)
-            queries, lengths, n_claim = self.encode(claims[chunk], contexts[chunk])
-            for i, n in enumerate(lengths):
-                hits = self.search_encoded(queries[i, :n], n_claim, depths[start + i], excludes[start + i])
-                ranked.append([(h.pid, h.score) for h in hits])
+        """:meth:`rank` for many queries (the engine's hop), encoded and searched ``batch_size``
+        at a time (default: the searcher's ``query_batch``), in the given order."""
+        ranked: list[list[tuple[int, float]]] = [[] for _ in claims]
+        for chunk, queries, lengths, n_claim in self._encoded_chunks(claims, contexts, batch_size or self.query_batch):
+            for i, hits in zip(chunk, self.search_batch(queries, lengths, n_claim, [depths[i] for i in chunk], [excludes[i] for i in chunk]), strict=True):
+                ranked[i] = [(h.pid, h.score) for h in hits]
         return ranked
+
+    def rank_and_score(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], pids: Sequence[Sequence[int]]
+    ) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
+        """:meth:`rank_batch`, and each query's exact scores of ``pids[i]`` (a label round's
+        hop), with each query encoded once."""
+        ranked: list[list[tuple[int, float]]] = [[] for _ in claims]
+        scored: list[list[float]] = [[] for _ in claims]
+        for chunk, queries, lengths, n_claim in self._encoded_chunks(claims, contexts, self.query_batch):
+            for i, hits in zip(chunk, self.search_batch(queries, lengths, n_claim, [depths[i] for i in chunk], [excludes[i] for i in chunk]), strict=True):
+                ranked[i] = [(h.pid, h.score) for h in hits]
+            pair_query = torch.tensor([q for q, i in enumerate(chunk) for _ in pids[i]], dtype=torch.long, device=self.device)
+            positions = torch.tensor([self.index.position_of_pid[int(p)] for i in chunk for p in pids[i]], dtype=torch.long, device=self.device)
+            flat = iter(self.score_pairs(queries, lengths, n_claim, pair_query, positions).tolist())
+            for i in chunk:
+                scored[i] = [next(flat) for _ in pids[i]]
+        return ranked, scored
+
+    def _encoded_chunks(self, claims: Sequence[str], contexts: Sequence[Sequence[str]], size: int):
+        """``(indices, queries, lengths, n_claim)`` for the queries, encoded ``size`` at a time
+        and searched ``queries_per_search`` at a time, shortest query text first: a batch's
+        queries are padded to its longest, so similar lengths go together."""
+        order = sorted(range(len(claims)), key=lambda i: len(claims[i]) + sum(len(fact) for fact in contexts[i]))
+        for start in range(0, len(order), size):
+            chunk = order[start : start + size]
+            queries, lengths, n_claim = self.encode([claims[i] for i in chunk], [list(contexts[i]) for i in chunk])
+            for sub in range(0, len(chunk), self.queries_per_search):
+                part = slice(sub, sub + self.queries_per_search)
+                yield chunk[part], queries[part], lengths[part], n_claim
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """Exact FLIPR scores of the given passages (from the index's stored tokens)."""
@@ -159,36 +235,84 @@ class FliprSearcher:
 
     # ---- indexed search ------------------------------------------------------------------------
     def candidates(self, query: torch.Tensor, n_claim: int, exclude: Collection[int] = ()) -> torch.Tensor:
-        """Passage positions worth an exact score, best approximate score first."""
-        index = self.tensors
-        probe_scores, probe_ids = index.probe(query, self.nprobe)  # [L, nprobe]
+        """One query's passage positions worth an exact score, best approximate score first."""
+        return self.candidates_batch(query[None], [query.shape[0]], n_claim, [exclude])[1]
+
+    def candidates_batch(
+        self, queries: torch.Tensor, lengths: Sequence[int], n_claim: int, excludes: Sequence[Collection[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every query's candidates at once, as (query, passage position) pairs grouped by query,
+        each query's best approximate score first (ties in position order). ``queries`` is
+        ``[B, L, dim]``, query ``b`` valid in its first ``lengths[b]`` positions."""
+        index, (n_queries, width) = self.tensors, queries.shape[:2]
+        valid = self._valid_positions(lengths, width)
+        query_of, position = valid.nonzero(as_tuple=True)  # every valid query position, query by query
+        probe_scores, probe_ids = index.probe(queries[query_of, position], self.nprobe)  # [V, nprobe]
         docs, owner = index.postings(probe_ids.reshape(-1))
         if docs.numel() == 0:
-            return torch.zeros(0, dtype=torch.long, device=self.device)
-        unique_docs, doc_row = torch.unique(docs, return_inverse=True)
-        n_positions = query.shape[0]
-        position = owner // probe_ids.shape[1]  # postings come in (position, probe) order
-        approx = probe_scores[:, -1][None, :].expand(len(unique_docs), n_positions).reshape(-1)
-        approx = approx.scatter_reduce(0, doc_row * n_positions + position, probe_scores.reshape(-1)[owner], "amax").view(len(unique_docs), n_positions)
-        scores = flipr_aggregate(approx, torch.ones(n_positions, dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
-        if exclude:
-            scores[self._excluded(index.pids[unique_docs], exclude)] = float("-inf")
+            empty = torch.zeros(0, dtype=torch.long, device=self.device)
+            return empty, empty
+        row = owner // probe_ids.shape[1]  # postings come in (query position, probe) order
+        n_stored = index.pids.shape[0]
+        pair_keys, pair_of_posting = torch.unique(query_of[row] * n_stored + docs, return_inverse=True)  # sorted by query, then position
+        pair_query, pair_doc = pair_keys // n_stored, pair_keys % n_stored
+        # a position's approximate MaxSim is its best probed centroid holding one of the passage's
+        # tokens, else its lowest probed centroid score
+        lowest = torch.full((n_queries, width), float("-inf"), device=self.device)
+        lowest[query_of, position] = probe_scores[:, -1]
+        approx = lowest[pair_query].reshape(-1)
+        approx = approx.scatter_reduce(0, pair_of_posting * width + position[row], probe_scores.reshape(-1)[owner], "amax")
+        scores = flipr_aggregate(approx.view(-1, width), valid[pair_query], n_claim, self.k_claim, self.k_context)
+        excluded = [q * n_stored + self.index.position_of_pid[int(pid)] for q, pids in enumerate(excludes) for pid in pids if int(pid) in self.index.position_of_pid]
+        if excluded:
+            scores[torch.isin(pair_keys, torch.tensor(excluded, dtype=pair_keys.dtype, device=self.device))] = float("-inf")
         if index.dead is not None:
-            scores[index.dead[unique_docs]] = float("-inf")
-        values, top = top_k_stable(scores, self.ncandidates)
-        return unique_docs[top][torch.isfinite(values)]
+            scores[index.dead[pair_doc]] = float("-inf")
+        keep = top_k_per_group(pair_query, scores, torch.full((n_queries,), self.ncandidates, device=self.device))
+        return pair_query[keep], pair_doc[keep]
+
+    def score_pairs(self, queries: torch.Tensor, lengths: Sequence[int], n_claim: int, pair_query: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Exact FLIPR of query ``pair_query[i]`` against the passage at ``positions[i]``, for
+        pairs grouped by query: consecutive queries whose padded tokens fit ``max_elements``
+        are decompressed and scored together (:func:`maxsim_grouped`)."""
+        index, (n_queries, width, dim) = self.tensors, queries.shape
+        tokens, owner = index.token_range(positions)  # in pair order, so grouped by query
+        tokens_per_query = torch.bincount(pair_query[owner], minlength=n_queries).tolist()
+        pairs_per_query = torch.bincount(pair_query, minlength=n_queries).tolist()
+        token_start, pair_start = [0, *itertools.accumulate(tokens_per_query)], [0, *itertools.accumulate(pairs_per_query)]
+        maxsims = torch.full((len(positions), width), float("-inf"), device=self.device)
+        for lo, hi in _chunks_within(tokens_per_query, width + dim, self.max_elements):
+            t0, t1, p0, p1 = token_start[lo], token_start[hi], pair_start[lo], pair_start[hi]
+            if t1 > t0:  # positions past the chunk's longest query stay -inf: they are not valid
+                pair, used = owner[t0:t1] - p0, max(lengths[lo:hi])
+                chunk = maxsim_grouped(queries[lo:hi, :used], index.embeddings(tokens[t0:t1]), pair_query[p0:p1][pair] - lo, pair, p1 - p0)
+                maxsims[p0:p1, :used] = chunk
+        return flipr_aggregate(maxsims, self._valid_positions(lengths, width)[pair_query], n_claim, self.k_claim, self.k_context)
 
     def score_positions(self, query: torch.Tensor, n_claim: int, positions: torch.Tensor) -> torch.Tensor:
-        """Exact FLIPR of the query against the passages at ``positions``."""
-        tokens, owner = self.tensors.token_range(positions)
-        sims = maxsim_packed(query, self.tensors.embeddings(tokens), owner, len(positions))
-        return flipr_aggregate(sims, torch.ones(query.shape[0], dtype=torch.bool, device=self.device), n_claim, self.k_claim, self.k_context)
+        """Exact FLIPR of one query against the passages at ``positions``."""
+        return self.score_pairs(query[None], [query.shape[0]], n_claim, torch.zeros_like(positions), positions)
+
+    def search_batch(
+        self, queries: torch.Tensor, lengths: Sequence[int], n_claim: int, ks: Sequence[int], excludes: Sequence[Collection[int]]
+    ) -> list[list[Hit]]:
+        """Top ``ks[b]`` passages of each query, skipping ``excludes[b]``: candidates, exact scores
+        and the top-k of every query in one pass of batched kernels, and one copy back."""
+        queries = queries[:, : max(lengths, default=0)]  # padding no query uses costs every step
+        pair_query, positions = self.candidates_batch(queries, lengths, n_claim, excludes)
+        scores = self.score_pairs(queries, lengths, n_claim, pair_query, positions)
+        keep = top_k_per_group(pair_query, scores, torch.tensor(list(ks), device=self.device))
+        hits: list[list[Hit]] = [[] for _ in lengths]
+        for q, pid, score in zip(pair_query[keep].tolist(), self.tensors.pids[positions[keep]].tolist(), scores[keep].tolist(), strict=True):
+            hits[q].append(Hit(int(pid), float(score)))
+        return hits
 
     def search_encoded(self, query: torch.Tensor, n_claim: int, k: int, exclude: Collection[int] = ()) -> list[Hit]:
-        positions = self.candidates(query, n_claim, exclude)
-        if len(positions) == 0:
-            return []
-        return self._top(positions, self.score_positions(query, n_claim, positions), k)
+        return self.search_batch(query[None], [query.shape[0]], n_claim, [k], [exclude])[0]
+
+    def _valid_positions(self, lengths: Sequence[int], width: int) -> torch.Tensor:
+        """``[B, width]``: True where query ``b`` has a valid position (its first ``lengths[b]``)."""
+        return torch.arange(width, device=self.device)[None, :] < torch.tensor(list(lengths), device=self.device)[:, None]
 
     def exhaustive_encoded(self, query: torch.Tensor, n_claim: int, k: int, exclude: Collection[int] = (), chunk: int = 4_096) -> list[Hit]:
         n_passages = self.index.n_passages

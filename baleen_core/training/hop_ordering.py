@@ -5,7 +5,7 @@ a positive passage that is findable given the claim and the facts found so far. 
 supervision decides it with a retriever:
 
     context ← ∅
-    for hop = 1 … num_hops:
+    for hop = 1 … num_hops:   (all the round's claims together: one ranker call per hop)
         rank the corpus for claim + context (passages already in the context excluded)
         positive ← the remaining gold passage ranked best (ties and unreached ones: best exact score)
         negatives ← the best-ranked passages that are not gold
@@ -51,11 +51,11 @@ class HopRanker(Protocol):
 
     name: str
 
-    def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
-        """The top ``depth`` passages as (pid, score), best first, skipping ``exclude``."""
-
-    def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
-        """Exact scores of the given passages for this query."""
+    def rank_and_score(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]], pids: Sequence[Sequence[int]]
+    ) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
+        """Per query: its top ``depths[i]`` passages as (pid, score), best first, skipping
+        ``excludes[i]``; and the exact scores of the passages ``pids[i]``."""
 
 
 @dataclass
@@ -95,46 +95,62 @@ def label_row(label: HopLabel, round_number: int, labeller: str) -> dict:
     }
 
 def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives: int = 8) -> list[HopLabel]:
-    """Assign the claim's gold passages to hops with ``ranker`` (see the module docstring)."""
-    remaining = list(gold.passages)
-    gold_pids = {p.pid for p in gold.passages}
-    context_pids: list[int] = []
-    context_facts: list[str] = []
+    """Assign one claim's gold passages to hops with ``ranker`` (see the module docstring)."""
+    return label_claims([gold], ranker, depth, n_negatives)
+
+
+def label_claims(
+    claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, on_claim: Callable[[], None] | None = None, batch_size: int = 512
+) -> list[HopLabel]:
+    """One label round: every claim's hops ordered with ``ranker`` (see the module docstring),
+    in claim order. ``batch_size`` claims at a time go through their hops together, hop 1 of
+    them all in one ranker call, then hop 2, …, as the engine runs its hops (a GPU ranks them as
+    one batch); ``on_claim`` is called once per claim labelled (progress)."""
     labels = []
-    for hop in range(1, gold.num_hops + 1):
-        if not remaining:
-            break
-        ranked = ranker.rank(gold.claim, context_facts, depth, set(context_pids))
-        rank_of = {pid: i + 1 for i, (pid, _) in enumerate(ranked)}
-        scores = dict(zip((p.pid for p in remaining), ranker.score(gold.claim, context_facts, [p.pid for p in remaining]), strict=True))
-        best = min(remaining, key=lambda p: (rank_of.get(p.pid, math.inf), -scores[p.pid], p.pid))
-        labels.append(
-            HopLabel(
-                uid=gold.uid,
-                hop=hop,
-                context_pids=list(context_pids),
-                context_facts=list(context_facts),
-                positive_pid=best.pid,
-                positive_rank=rank_of.get(best.pid),
-                positive_score=float(scores[best.pid]),
-                negative_pids=[pid for pid, _ in ranked if pid not in gold_pids][:n_negatives],
-                remaining_gold={p.pid: rank_of.get(p.pid) for p in remaining},
-            )
-        )
-        remaining.remove(best)
-        context_pids.append(best.pid)
-        context_facts.extend(fact_text(best.title, fact) for fact in best.facts)
+    for start in range(0, len(claims), batch_size):
+        chunk = claims[start : start + batch_size]
+        for labelled in _label_together(chunk, ranker, depth, n_negatives):
+            labels.extend(labelled)
+            if on_claim is not None:
+                on_claim()
     return labels
 
 
-def label_claims(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, on_claim: Callable[[], None] | None = None) -> list[HopLabel]:
-    """One label round: every claim's hops ordered with ``ranker`` (:func:`order_hops`), claim by
-    claim in the given order; ``on_claim`` is called after each (progress)."""
-    labels = []
-    for claim in claims:
-        labels.extend(order_hops(claim, ranker, depth, n_negatives))
-        if on_claim is not None:
-            on_claim()
+def _label_together(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int) -> list[list[HopLabel]]:
+    """Each claim's hop labels, hop by hop over all the claims."""
+    remaining = [list(gold.passages) for gold in claims]
+    context_pids: list[list[int]] = [[] for _ in claims]
+    context_facts: list[list[str]] = [[] for _ in claims]
+    labels: list[list[HopLabel]] = [[] for _ in claims]
+    for hop in range(1, max((gold.num_hops for gold in claims), default=0) + 1):
+        active = [i for i, gold in enumerate(claims) if hop <= gold.num_hops and remaining[i]]
+        if not active:
+            break
+        rankings, scores = ranker.rank_and_score(
+            [claims[i].claim for i in active], [list(context_facts[i]) for i in active], [depth] * len(active), [set(context_pids[i]) for i in active],
+            [[p.pid for p in remaining[i]] for i in active],
+        )
+        for i, ranked, gold_scores in zip(active, rankings, scores, strict=True):
+            rank_of = {pid: r + 1 for r, (pid, _) in enumerate(ranked)}
+            score_of = dict(zip((p.pid for p in remaining[i]), gold_scores, strict=True))
+            best = min(remaining[i], key=lambda p: (rank_of.get(p.pid, math.inf), -score_of[p.pid], p.pid))
+            gold_pids = {p.pid for p in claims[i].passages}
+            labels[i].append(
+                HopLabel(
+                    uid=claims[i].uid,
+                    hop=hop,
+                    context_pids=list(context_pids[i]),
+                    context_facts=list(context_facts[i]),
+                    positive_pid=best.pid,
+                    positive_rank=rank_of.get(best.pid),
+                    positive_score=float(score_of[best.pid]),
+                    negative_pids=[pid for pid, _ in ranked if pid not in gold_pids][:n_negatives],
+                    remaining_gold={p.pid: rank_of.get(p.pid) for p in remaining[i]},
+                )
+            )
+            remaining[i].remove(best)
+            context_pids[i].append(best.pid)
+            context_facts[i].extend(fact_text(best.title, fact) for fact in best.facts)
     return labels
 
 

@@ -111,6 +111,9 @@ class FixedRanking:
     def score(self, claim, context, pids):
         return [float(-self.pids.index(pid)) for pid in pids]
 
+    def rank_and_score(self, claims, contexts, depths, excludes, pids):
+        return self.rank_batch(claims, contexts, depths, excludes), [self.score(c, ctx, p) for c, ctx, p in zip(claims, contexts, pids, strict=True)]
+
 
 def test_a_fused_retriever_labels_hops_by_the_fused_ranking():
     from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops

@@ -9,6 +9,7 @@ import torch
 
 from baleen_core.retrieval import Flipr, FliprSearcher, passage_text
 from baleen_core.retrieval.index import IndexTensors
+from baleen_core.retrieval.search import Hit
 
 from test_search import CLAIM, corpus, make_index  # noqa: F401 (corpus: a fixture)
 
@@ -77,6 +78,10 @@ def test_gpu_search_equals_cpu_search(flipr, corpus, kind):
     gpu_hits = on_gpu.search([CLAIM], k=5, exclude=[excluded])[0]
     assert_same_ranking(gpu_hits, on_cpu.search([CLAIM], k=5, exclude=[excluded])[0])
     assert excluded.isdisjoint(h.pid for h in gpu_hits)
+    # the engine's hop: both queries searched as one batch on the GPU, against each alone on the CPU
+    excludes = [set(), excluded]
+    for q, ranked in enumerate(on_gpu.rank_batch(claims, contexts, [10, 7], excludes)):
+        assert_same_ranking([Hit(pid, score) for pid, score in ranked], on_cpu.search([claims[q]], [contexts[q]], k=[10, 7][q], exclude=[excludes[q]])[0])
 
 
 def assert_same_ranking(gpu_hits, cpu_hits, atol=1e-3):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, flipr_score, maxsim, maxsim_packed
+from baleen_core.retrieval.scoring import counted_positions, flipr_aggregate, flipr_score, maxsim, maxsim_grouped
 
 
 def reference_flipr(q, q_mask, d, d_mask, n_claim, k_claim, k_context) -> float:
@@ -77,13 +77,23 @@ def test_claim_only_query_has_no_context_term():
     torch.testing.assert_close(claim_only, masked_context)
 
 
-def test_packed_maxsim_equals_padded_maxsim():
+def test_grouped_maxsim_scores_each_document_with_its_own_query():
+    """Documents stored back to back, each read by one query (the middle query reads none, the
+    others different numbers of documents): every document's MaxSims are the padded brute force's
+    for its own query, so no query's tokens leak into another's."""
     q, q_mask, d, d_mask = random_batch(6)
+    reads = [[4, 0, 2], [], [1, 3, 0, 4]]  # query -> the documents it scores, in storage order
+    pairs = [(b, j) for b, docs in enumerate(reads) for j in docs]
     lengths = d_mask.sum(1)
-    packed = torch.cat([d[j, : lengths[j]] for j in range(d.shape[0])])
-    owner = torch.repeat_interleave(torch.arange(d.shape[0]), lengths)
-    for b in range(q.shape[0]):
-        torch.testing.assert_close(maxsim_packed(q[b], packed, owner, d.shape[0]), maxsim(q[b : b + 1], d, d_mask)[0])
+    packed = torch.cat([d[j, : lengths[j]] for _, j in pairs])
+    token_doc = torch.repeat_interleave(torch.arange(len(pairs)), torch.stack([lengths[j] for _, j in pairs]))
+    token_query = torch.tensor([pairs[p][0] for p in token_doc.tolist()])
+    got = maxsim_grouped(q, packed, token_query, token_doc, len(pairs))
+    expected = torch.stack([maxsim(q[b : b + 1], d[j : j + 1], d_mask[j : j + 1])[0, 0] for b, j in pairs])
+    torch.testing.assert_close(got, expected)
+    last = token_query == 2  # one query alone takes the unpadded path
+    alone = maxsim_grouped(q[2:], packed[last], token_query[last] - 2, token_doc[last] - 3, 4)
+    torch.testing.assert_close(alone, expected[3:])
 
 
 def test_counted_positions_are_the_ones_summed():

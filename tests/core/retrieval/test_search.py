@@ -9,7 +9,8 @@ import torch
 from baleen_core.config import IndexConfig
 from baleen_core.retrieval import FliprIndex, FliprSearcher, flipr_score, passage_text
 from baleen_core.retrieval.building import encode_shard, merge_shards, train_codec
-from baleen_core.retrieval.search import top_k_stable
+from baleen_core.retrieval.scoring import flipr_aggregate
+from baleen_core.retrieval.search import top_k_per_group, top_k_stable
 
 
 def make_index(flipr, texts, kind="pq", n_centroids=16, device=None) -> FliprIndex:
@@ -156,6 +157,72 @@ def test_rank_batch_matches_rank_one_query_at_a_time(fp16_searcher):
     assert [[p for p, _ in r] for r in batched] == [[p for p, _ in r] for r in one_by_one]
     assert all(abs(a[1] - b[1]) < 1e-4 for ra, rb in zip(batched, one_by_one) for a, b in zip(ra, rb))
     assert [len(r) for r in batched] == [5, 3, 4] and not excludes[2] & {p for p, _ in batched[2]}
+
+
+def brute_force_candidates(searcher, query, n_claim, exclude, limit):
+    """Candidate generation the slow and obvious way, one query alone: each position probes its
+    nprobe nearest centroids; a passage holding a token of any is a candidate; a position's
+    approximate MaxSim is its best probed centroid among the passage's tokens' centroids, else
+    its lowest probed score; the ``limit`` best FLIPR aggregates, ties in position order."""
+    index = searcher.index
+    centroids = torch.from_numpy(index.codec.centroids.astype(np.float32))
+    probed = [sorted(((float(query[i] @ centroids[c]), c) for c in range(len(centroids))), reverse=True)[: searcher.nprobe] for i in range(len(query))]
+    excluded = {index.position_of_pid[p] for p in exclude}
+    scored = []
+    for doc in range(index.n_passages):
+        held = set(index.codes[index.token_offsets[doc] : index.token_offsets[doc + 1]].tolist())
+        if doc in excluded or not any(c in held for probe in probed for _, c in probe):
+            continue
+        approx = torch.tensor([max([s for s, c in probe if c in held], default=probe[-1][0]) for probe in probed])
+        scored.append((float(flipr_aggregate(approx, torch.ones(len(query), dtype=torch.bool), n_claim, 32, 8)), doc))
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    return [doc for _, doc in scored[:limit]]
+
+
+def test_a_batch_of_queries_gets_each_querys_brute_force_candidates_and_hits(flipr, corpus):
+    """Queries of different lengths (claim alone, one fact, two) with their own exclusions,
+    searched as one batch: each query's candidates are the brute force's, in its order, and its
+    hits are exact FLIPR's best among them, as the query searched alone finds."""
+    searcher = FliprSearcher(flipr, make_index(flipr, corpus, kind="pq"), nprobe=3, ncandidates=9, max_elements=4_000)  # several matmul chunks
+    claims = [CLAIM, "A band from Leeds.", CLAIM, "Filler page 7 is about a harbour."]
+    contexts = [[], ["Leeds | Leeds is a city in West Yorkshire."], ["Glass Harbour | It was directed by Oren Vask.", "Oren Vask | He is Danish."], []]
+    excludes = [set(), {23}, {3, 13}, set()]
+    queries, lengths, n_claim = searcher.encode(claims, contexts)
+    assert len(set(lengths)) == 3
+    pair_query, positions = searcher.candidates_batch(queries, lengths, n_claim, excludes)
+    hits = searcher.search_batch(queries, lengths, n_claim, [4, 3, 5, 2], excludes)
+    for q in range(len(claims)):
+        mine = positions[pair_query == q].tolist()
+        assert mine == brute_force_candidates(searcher, queries[q, : lengths[q]], n_claim, excludes[q], 9)
+        alone = searcher.search_encoded(queries[q, : lengths[q]], n_claim, [4, 3, 5, 2][q], excludes[q])
+        assert [h.pid for h in hits[q]] == [h.pid for h in alone] and len(hits[q]) == [4, 3, 5, 2][q]
+        assert [h.score for h in hits[q]] == pytest.approx([h.score for h in alone], abs=1e-5)
+        exact = searcher.score_positions(queries[q, : lengths[q]], n_claim, torch.tensor(mine))
+        best = sorted(zip(exact.tolist(), mine), key=lambda pair: -pair[0])[: len(hits[q])]
+        assert [h.pid for h in hits[q]] == [int(index_pid) for index_pid in searcher.index.pids[[p for _, p in best]]]
+        assert not excludes[q] & {h.pid for h in hits[q]}
+
+
+def test_top_k_per_group_is_top_k_stable_within_each_group():
+    groups = torch.tensor([0, 2, 0, 2, 2, 0, 2, 0, 2])
+    scores = torch.tensor([1.0, 3.0, 3.0, float("-inf"), 3.0, 1.0, 0.5, 2.0, 3.0])
+    keep = top_k_per_group(groups, scores, torch.tensor([3, 5, 9]))
+    expected = [int(i) for g in range(3) for i in torch.nonzero(groups == g).flatten()[top_k_stable(scores[groups == g], [3, 5, 9][g])[1]] if scores[i] > float("-inf")]
+    assert keep.tolist() == expected == [2, 7, 0, 1, 4, 8, 6]
+
+
+def test_rank_and_score_encodes_once_and_answers_as_rank_and_score(fp16_searcher):
+    """A label round's hop: rankings as :meth:`rank`, and the given passages' exact scores as
+    :meth:`score`, for queries with and without context, across query batches."""
+    claims = [CLAIM, "A band from Leeds.", CLAIM]
+    contexts = [[], ["Tin Lanterns | They are from Leeds."], ["Glass Harbour | It was directed by Oren Vask."]]
+    pids = [[13, 3, 23], [], [53, 3]]
+    in_pairs = FliprSearcher(fp16_searcher.flipr, fp16_searcher.index, nprobe=2, ncandidates=8, query_batch=2, queries_per_search=2)
+    ranked, scored = in_pairs.rank_and_score(claims, contexts, [5, 3, 4], [set(), {13}, {3}], pids)
+    for q in range(3):
+        alone = fp16_searcher.rank(claims[q], contexts[q], [5, 3, 4][q], [set(), {13}, {3}][q])
+        assert [p for p, _ in ranked[q]] == [p for p, _ in alone]
+        assert scored[q] == pytest.approx(fp16_searcher.score(claims[q], contexts[q], pids[q]), abs=1e-5) and len(scored[q]) == len(pids[q])
 
 
 def test_top_k_keeps_tied_scores_in_index_order():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops
+from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, label_claims, order_hops
 
 CORPUS = {
     1: ("Glass Harbour", "Glass Harbour is a 2014 thriller film. It was directed by Oren Vask."),
@@ -51,6 +51,41 @@ def test_unreached_gold_passages_are_still_assigned_and_flagged():
     labels = order_hops(claim, retriever(), depth=2, n_negatives=1)
     assert [(label.positive_pid, label.reached) for label in labels] == [(1, True), (5, False)]
     assert labels[1].positive_rank is None and labels[1].remaining_gold == {5: None}
+
+
+class OneQueryAtATime:
+    """BM25 through ``rank`` and ``score`` alone, one query per call: the claim-by-claim round
+    that batched labelling must reproduce."""
+
+    name = "bm25"
+
+    def __init__(self) -> None:
+        self.bm25, self.calls = retriever(), 0
+
+    def rank_and_score(self, claims, contexts, depths, excludes, pids):
+        self.calls += 1
+        assert len(claims) == 1
+        return [self.bm25.rank(claims[0], contexts[0], depths[0], excludes[0])], [self.bm25.score(claims[0], contexts[0], pids[0])]
+
+
+def test_claims_labelled_hop_by_hop_together_get_the_labels_each_gets_alone():
+    """Claims of 3, 2 and 1 hops (one with an unreachable gold passage), labelled together in
+    chunks of two: hop 1 of a chunk's claims in one call, then hop 2, …; every label equals the
+    claim's labels from one query at a time, in claim order, and progress counts each claim."""
+    unrelated = GoldPassage(5, "Tin Lanterns", ("Tin Lanterns are a band from Leeds.",))
+    claims = [
+        gold(),
+        ClaimGold("c2", "The 2014 thriller film Glass Harbour was directed by Oren Vask.", 2, (unrelated, gold().passages[2])),
+        ClaimGold("c3", "Aarhus is in Denmark.", 1, (gold().passages[0],)),
+        ClaimGold("c4", "Oren Vask was born in the second-largest city in Denmark.", 2, gold().passages[:2]),
+    ]
+    done = []
+    together = label_claims(claims, retriever(), depth=2, n_negatives=2, on_claim=lambda: done.append(1), batch_size=2)
+    reference = OneQueryAtATime()
+    alone = [label for claim in claims for label in label_claims([claim], reference, 2, 2, batch_size=1)]
+    assert together == alone and len(done) == 4
+    assert [(label.uid, label.hop) for label in together] == [("c1", 1), ("c1", 2), ("c1", 3), ("c2", 1), ("c2", 2), ("c3", 1), ("c4", 1), ("c4", 2)]
+    assert reference.calls == len(together)
 
 
 def test_gold_recall_by_hops_and_k():
