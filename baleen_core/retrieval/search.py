@@ -103,8 +103,9 @@ class FliprSearcher:
         where search runs (default: the encoder's device). ``query_batch``: queries encoded
         together (default 32 on the CPU, 512 on a GPU, whose kernels need the width);
         ``queries_per_search``: of those, how many go through search's kernels together (default:
-        all of them on a GPU; one on the CPU, where a wide batch's (query, passage) arrays fall out
-        of the cache and search runs slower than one query at a time); ``max_elements``: the most floats one exact-scoring matmul pads out (default 2^22 on the
+        64 on a GPU, whose (query, passage) arrays then hold about 2 GB, not 13 GB as 512 did on
+        hover-mini; one on the CPU, where a wide batch's arrays fall out of the cache and search
+        runs slower than one query at a time); ``max_elements``: the most floats one exact-scoring matmul pads out (default 2^22 on the
         CPU, 2^30 on a GPU)."""
         if index.codec.dim != flipr.dim:
             raise ValueError(f"the index holds {index.codec.dim}-d embeddings but the encoder makes {flipr.dim}-d ones")
@@ -115,7 +116,7 @@ class FliprSearcher:
         self.device = torch.device(device) if device is not None else flipr.device
         on_gpu = self.device.type != "cpu"
         self.query_batch = query_batch or (512 if on_gpu else 32)
-        self.queries_per_search = queries_per_search or (self.query_batch if on_gpu else 1)
+        self.queries_per_search = queries_per_search or (64 if on_gpu else 1)
         self.max_elements = max_elements or (2**30 if on_gpu else 2**22)
         self._tensors: IndexTensors | None = None
         cfg = flipr.config

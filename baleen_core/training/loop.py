@@ -102,8 +102,7 @@ def train_epochs(
         [
             {"params": [p for p in module.parameters() if id(p) not in head_ids], "lr": config.lr},
             {"params": model.head_parameters(), "lr": config.head_lr},
-        ],
-        fused=device.type == "cuda",  # one kernel for every parameter's update instead of several per tensor group
+        ]
     )
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
     total = steps_per_epoch * config.epochs
