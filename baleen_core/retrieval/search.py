@@ -105,8 +105,8 @@ class FliprSearcher:
         ``queries_per_search``: of those, how many go through search's kernels together (default:
         64 on a GPU, whose (query, passage) arrays then hold about 2 GB, not 13 GB as 512 did on
         hover-mini; one on the CPU, where a wide batch's arrays fall out of the cache and search
-        runs slower than one query at a time); ``max_elements``: the most floats one exact-scoring matmul pads out (default 2^22 on the
-        CPU, 2^30 on a GPU)."""
+        runs slower than one query at a time); ``max_elements``: the most floats one
+        exact-scoring matmul pads out (default 2^22 on the CPU, 2^30 on a GPU)."""
         if index.codec.dim != flipr.dim:
             raise ValueError(f"the index holds {index.codec.dim}-d embeddings but the encoder makes {flipr.dim}-d ones")
         self.flipr = flipr
@@ -264,7 +264,8 @@ class FliprSearcher:
         approx = lowest[pair_query].reshape(-1)
         approx = approx.scatter_reduce(0, pair_of_posting * width + position[row], probe_scores.reshape(-1)[owner], "amax")
         scores = flipr_aggregate(approx.view(-1, width), valid[pair_query], n_claim, self.k_claim, self.k_context)
-        excluded = [q * n_stored + self.index.position_of_pid[int(pid)] for q, pids in enumerate(excludes) for pid in pids if int(pid) in self.index.position_of_pid]
+        position_of = self.index.position_of_pid
+        excluded = [q * n_stored + position_of[int(pid)] for q, pids in enumerate(excludes) for pid in pids if int(pid) in position_of]
         if excluded:
             scores[torch.isin(pair_keys, torch.tensor(excluded, dtype=pair_keys.dtype, device=self.device))] = float("-inf")
         if index.dead is not None:
