@@ -376,11 +376,11 @@ def evaluate_pipeline(
     also pay for the device's kernel and allocator warm-up."""
     engine: dict = {}
     config = config.with_stage2_threshold(trained.context_threshold)
-    retrievers = {
-        "baleen": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
-        "single-hop": lambda: flipr_system_retriever(trained.flipr, trained.index, config, bm25),
-        "bm25-multihop": lambda: bm25,
-        "untrained-flipr": lambda: flipr_system_retriever(*untrained, config, bm25),
+    retrievers = {  # query_batch: FLIPR's queries searched together (None: the searcher's default)
+        "baleen": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
+        "single-hop": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
+        "bm25-multihop": lambda query_batch=None: bm25,
+        "untrained-flipr": lambda query_batch=None: flipr_system_retriever(*untrained, config, bm25, query_batch),
     }
     dev = claims.uids(config.evaluation.split, config.evaluation.max_claims)
     metric_rows, speeds, verdicts_of = {}, {}, {}
@@ -411,8 +411,7 @@ def evaluate_pipeline(
     save(engine, quality)
     if compare_batching:
         per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
-        one_query = flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch=1) if main == "baleen" else retrievers[main]()
-        plain, speed = run_system(main, one_query, trained, per_item, claims, corpus, dev)
+        plain, speed = run_system(main, retrievers[main](query_batch=1), trained, per_item, claims, corpus, dev)
         engine["batch_size_path"] = {
             "system": main, "batch_size": config.condenser.batch_size, "flipr_queries_per_search": 1, **speed, **prediction_differences(verdicts_of[main], plain)
         }

@@ -42,7 +42,7 @@ class Bm25Retriever:
         self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]]
     ) -> list[list[tuple[int, float]]]:
         """:meth:`rank` for each query (the engine's hop)."""
-        return [self.rank(c, ctx, d, ex) for c, ctx, d, ex in zip(claims, contexts, depths, excludes, strict=True)]
+        return self.rank_and_score(claims, contexts, depths, excludes, [()] * len(claims))[0]
 
     def rank_and_score(
         self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]], pids: Sequence[Sequence[int]]

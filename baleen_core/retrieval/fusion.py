@@ -78,9 +78,10 @@ class FusedRetriever:
         return [reciprocal_rank_fusion([ranked[q] for ranked in each], depths[q], self.k) for q in range(len(claims))]
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
-        """The first retriever's exact scores of ``pids``. A fused score exists only for passages
-        some ranking lists, so a label round orders the gold passages that no ranking reached,
-        whose fused score would be 0 for all, by the first retriever (FLIPR) instead."""
+        """The first retriever's exact scores of ``pids`` (what :meth:`rank_and_score` gives a
+        label round). A fused score exists only for passages some ranking lists, so a label round
+        orders the gold passages that no ranking reached, whose fused score would be 0 for all, by
+        the first retriever (FLIPR) instead."""
         return self.retrievers[0].score(claim, context, pids)
 
 

@@ -121,7 +121,6 @@ class FliprSearcher:
         self._tensors: IndexTensors | None = None
         cfg = flipr.config
         self.k_claim, self.k_context = (None, None) if full_interaction else (cfg.k_claim, cfg.k_context)
-        self._last_query: tuple[tuple, torch.Tensor, int] | None = None
 
     @property
     def nprobe_note(self) -> str | None:
@@ -165,35 +164,37 @@ class FliprSearcher:
     name = "flipr"
 
     def rank(self, claim: str, context: Sequence[str], depth: int, exclude: set[int]) -> list[tuple[int, float]]:
-        query, n_claim = self._encode_one(claim, context)
-        return [(h.pid, h.score) for h in self.search_encoded(query, n_claim, depth, exclude)]
+        return self.rank_batch([claim], [context], [depth], [exclude])[0]
 
     def rank_batch(
         self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], batch_size: int | None = None
     ) -> list[list[tuple[int, float]]]:
         """:meth:`rank` for many queries (the engine's hop), encoded and searched ``batch_size``
         at a time (default: the searcher's ``query_batch``), in the given order."""
-        ranked: list[list[tuple[int, float]]] = [[] for _ in claims]
-        for chunk, queries, lengths, n_claim in self._encoded_chunks(claims, contexts, batch_size or self.query_batch):
-            for i, hits in zip(chunk, self.search_batch(queries, lengths, n_claim, [depths[i] for i in chunk], [excludes[i] for i in chunk]), strict=True):
-                ranked[i] = [(h.pid, h.score) for h in hits]
-        return ranked
+        return self.rank_and_score(claims, contexts, depths, excludes, [()] * len(claims), batch_size)[0]
 
     def rank_and_score(
-        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[Collection[int]], pids: Sequence[Sequence[int]]
+        self,
+        claims: Sequence[str],
+        contexts: Sequence[Sequence[str]],
+        depths: Sequence[int],
+        excludes: Sequence[Collection[int]],
+        pids: Sequence[Sequence[int]],
+        batch_size: int | None = None,
     ) -> tuple[list[list[tuple[int, float]]], list[list[float]]]:
         """:meth:`rank_batch`, and each query's exact scores of ``pids[i]`` (a label round's
         hop), with each query encoded once."""
         ranked: list[list[tuple[int, float]]] = [[] for _ in claims]
         scored: list[list[float]] = [[] for _ in claims]
-        for chunk, queries, lengths, n_claim in self._encoded_chunks(claims, contexts, self.query_batch):
+        for chunk, queries, lengths, n_claim in self._encoded_chunks(claims, contexts, batch_size or self.query_batch):
             for i, hits in zip(chunk, self.search_batch(queries, lengths, n_claim, [depths[i] for i in chunk], [excludes[i] for i in chunk]), strict=True):
                 ranked[i] = [(h.pid, h.score) for h in hits]
-            pair_query = torch.tensor([q for q, i in enumerate(chunk) for _ in pids[i]], dtype=torch.long, device=self.device)
-            positions = torch.tensor([self.index.position_of_pid[int(p)] for i in chunk for p in pids[i]], dtype=torch.long, device=self.device)
-            flat = iter(self.score_pairs(queries, lengths, n_claim, pair_query, positions).tolist())
-            for i in chunk:
-                scored[i] = [next(flat) for _ in pids[i]]
+            wanted = [(q, self.index.position_of_pid[int(pid)]) for q, i in enumerate(chunk) for pid in pids[i]]
+            if wanted:
+                pair_query, positions = torch.tensor(wanted, dtype=torch.long, device=self.device).T
+                flat = iter(self.score_pairs(queries, lengths, n_claim, pair_query, positions).tolist())
+                for i in chunk:
+                    scored[i] = [next(flat) for _ in pids[i]]
         return ranked, scored
 
     def _encoded_chunks(self, claims: Sequence[str], contexts: Sequence[Sequence[str]], size: int):
@@ -210,18 +211,9 @@ class FliprSearcher:
 
     def score(self, claim: str, context: Sequence[str], pids: Sequence[int]) -> list[float]:
         """Exact FLIPR scores of the given passages (from the index's stored tokens)."""
-        query, n_claim = self._encode_one(claim, context)
+        queries, lengths, n_claim = self.encode([claim], [list(context)])
         positions = torch.tensor([self.index.position_of_pid[int(p)] for p in pids], dtype=torch.long, device=self.device)
-        return self.score_positions(query, n_claim, positions).tolist()
-
-    def _encode_one(self, claim: str, context: Sequence[str]) -> tuple[torch.Tensor, int]:
-        """One query's valid positions; a hop ranks and then scores the same query, so the last
-        encoding is kept and reused."""
-        key = (claim, tuple(context))
-        if self._last_query is None or self._last_query[0] != key:
-            queries, lengths, n_claim = self.encode([claim], [list(context)])
-            self._last_query = (key, queries[0, : lengths[0]], n_claim)
-        return self._last_query[1], self._last_query[2]
+        return self.score_positions(queries[0, : lengths[0]], n_claim, positions).tolist()
 
     def _each_query(self, method, claims, contexts, k, exclude) -> list[list[Hit]]:
         queries, lengths, n_claim = self.encode(claims, contexts)
