@@ -28,7 +28,7 @@ tests=0
 if [[ "${GPU_TESTS:-1}" == 1 ]]; then
   # only the gpu test modules: the rest of the suite needs prefect, duckdb and great-expectations;
   # a failing test does not stop the benchmark (the device time is scarce), it sets the exit status
-  python3 -m pytest -m gpu -p no:cacheprovider -q \
+  python3 -m pytest -o addopts="" -m gpu -p no:cacheprovider -q \
     tests/core/retrieval/test_gpu_search.py tests/core/training/test_gpu_training.py 2>&1 | tee "$LOGS/pytest-gpu.log" || tests=$?
 fi
 python3 benchmarks/gpu.py --carry "$CARRY" --device cuda "$@" 2>&1 | tee "$LOGS/gpu.log"

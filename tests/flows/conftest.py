@@ -16,10 +16,13 @@ from helpers import TINY, kill_when, published, start_cli
 #: Small budgets that still train: two label rounds (round 0 with the untrained FLIPR), two epochs
 #: each, so the loss can fall and a run killed after FLIPR's first epoch has one left to resume;
 #: a retrieval depth of 12 per claim (6 / 4 / 3 passages per hop for 2 / 3 / 4 hops) keeps the
-#: evaluation of five systems quick; the reader's rewrites (off by default) run end to end too.
+#: evaluation of five systems quick; two hard-negative passages per hop for the condensers (8 by
+#: default; nine windows per stage-1 example made it half the session's training time); the
+#: reader's rewrites (off by default) run end to end too.
 PIPELINE_CONFIG = (
     "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 2, round0: flipr, depth: 50}\n"
-    "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2, max_examples: 40}, stage2: {epochs: 2, max_examples: 40},"
+    "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2, max_examples: 40, negative_passages: 2},"
+    " stage2: {epochs: 2, max_examples: 40, negative_passages: 2},"
     " reader: {epochs: 2, batch_size: 8, max_examples: 20, augment: [swap, drop, shuffle]}}\n"
     "evaluation: {depth: 12, worst_claims: 2, bootstrap: 200}\n"
 )

@@ -16,7 +16,7 @@ from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_searcher
-from helpers import published
+from helpers import assert_no_partial_artifacts, published
 
 
 def _store_copy_with(pipeline_world, tmp_path, **update) -> tuple[Path, str]:
@@ -118,6 +118,25 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert all(abs(summary["all"][m] * 12 - round(summary["all"][m] * 12)) < 1e-3 for m in ("sentence_em", "reader_correct_gold", "reader_correct_final"))
     assert all(row["sentence_f1"] >= row["sentence_em"] for rows in report["claims"].values() for row in rows)
     assert all(2 <= row["final_facts"] <= 5 for rows in report["claims"].values() for row in rows)  # the evidence rule: at least 2, at most max_kept
+
+
+def test_sigkilled_training_run_resumes_at_the_last_finished_epoch(pipeline_world):
+    """The session's pipeline (conftest.py) ran after a `baleen train` SIGKILLed as soon as
+    FLIPR's first epoch was checkpointed."""
+    store, refs, killed = pipeline_world.store, pipeline_world.refs, pipeline_world.killed
+    assert not killed.published["flipr_checkpoint"], "FLIPR finished before the kill: nothing was tested"
+    assert killed.epoch0_steps and {s["epoch"] for s in killed.epoch0_steps} == {0}
+
+    steps = refs["training/flipr-r0/steps"].manifest
+    rows = query(store, f"SELECT epoch, step, loss, seconds FROM training_steps WHERE run = '{steps.run_id}' AND producer = '{steps.producer}' ORDER BY step").to_pylist()
+    # the finished epoch's steps come back from its checkpoint bit for bit (a redone epoch would
+    # have new timings); the second epoch was trained after the resume
+    assert [r for r in rows if r["epoch"] == 0] == [{k: s[k] for k in ("epoch", "step", "loss", "seconds")} for s in killed.epoch0_steps]
+    assert {r["epoch"] for r in rows} == {0, 1}
+    assert published(store.root, "hop_labels")["labels-r0"] == killed.published["hop_labels"]["labels-r0"], "round-0 labels were redone"
+    assert not list(store.root.glob("work/flipr-*")), "epoch checkpoints (and their locks) are removed once the model is published"
+    assert_no_partial_artifacts(store.root)
+    assert list((store.root / "tmp").iterdir()) == []
 
 
 def test_labels_flow_relabels_one_round_on_its_own(pipeline_world):
