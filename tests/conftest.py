@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _module(item.nodeid) not in PIPELINE_MODULES)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: the GPU machine has no xdist
 def pytest_xdist_make_scheduler(config, log):
     """How ``-n 2`` (pyproject.toml) shares the tests out: by module, as ``--dist loadscope`` does
     (a module's fixtures are made once), except that the pipeline's modules are one unit; units go
