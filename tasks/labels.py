@@ -17,6 +17,10 @@ from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
 
+#: Claims a BM25 label round labels per ranker call (it ranks one query at a time): the progress
+#: bar's step (at label_claims' default of 512 a CPU round moved in jumps of 512 claims).
+BM25_CLAIMS_PER_CALL = 32
+
 
 def labels_producer(round_number: int) -> str:
     return f"labels-r{round_number}"
@@ -75,19 +79,22 @@ def label_round(
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)
         return reused
+    # claims labelled per ranker call, and so per progress update: BM25 ranks one query at a time,
+    # FLIPR encodes its query_batch together (32 on a CPU; 512 on a GPU, which ranks them as one)
+    claims_per_call = BM25_CLAIMS_PER_CALL
     if labeller == "flipr":
         if index is None:
             raise ValueError("a FLIPR label round needs an index; run the index flow first")
         searcher, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
         ranker = hop_retriever(searcher, search.fusion, lambda: open_bm25(store, passages, sentences))
-        labeller = ranker.name
+        labeller, claims_per_call = ranker.name, searcher.query_batch
     else:
         ranker = open_bm25(store, passages, sentences)
     held_out = held_out_training_uids(store, claims, gold_facts, config)
     gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
     started = time.perf_counter()
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
-        labels = label_claims(gold, ranker, config.depth, config.n_negatives, on_claim=lambda: progress.update(1))
+        labels = label_claims(gold, ranker, config.depth, config.n_negatives, on_claim=lambda: progress.update(1), batch_size=claims_per_call)
     before = None
     if previous is not None:
         rows = store.read_table(previous, ["uid", "hop", "positive_pid"]).to_pylist()
