@@ -17,8 +17,8 @@ from helpers import TINY, kill_when, published, start_cli
 #: each, so the loss can fall and a run killed after FLIPR's first epoch has one left to resume;
 #: a retrieval depth of 12 per claim (6 / 4 / 3 passages per hop for 2 / 3 / 4 hops) keeps the
 #: evaluation of five systems quick; two hard-negative passages per hop for the condensers (8 by
-#: default; nine windows per stage-1 example made the condensers about half the fixture's training time); the
-#: reader's rewrites (off by default) run end to end too.
+#: default; nine windows per stage-1 example made the condensers about half the fixture's
+#: training time); the reader's rewrites (off by default) run end to end too.
 PIPELINE_CONFIG = (
     "retriever: {device: cpu}\nindex: {batch_size: 16}\nlabels: {rounds: 2, round0: flipr, depth: 50}\n"
     "training: {flipr: {epochs: 2, batch_size: 8}, stage1: {epochs: 2, max_examples: 40, negative_passages: 2},"
