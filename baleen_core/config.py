@@ -170,11 +170,12 @@ class SearchConfig(_Strict):
     k: int = Field(default=25, ge=1, description="Passages returned per query (Baleen: 25 per hop).")
     nprobe: int = Field(default=4, ge=1, description="Centroids probed per query token.")
     ncandidates: int = Field(default=512, ge=1, description="Candidates re-ranked with exact FLIPR.")
-    fusion: Literal["none", "bm25"] = Field(
+    fusion: Literal["none", "bm25", "bm25-first-hop"] = Field(
         default="none",
         description="'bm25': the FLIPR systems fuse FLIPR's ranking of each hop query with BM25's by reciprocal rank fusion "
         "(baleen_core.retrieval.fusion; not in the reference), and so do the FLIPR label rounds, whose hard negatives the "
-        "condensers train on. 'none': FLIPR alone, as the reference.",
+        "condensers train on. 'bm25-first-hop': a query without context (a claim's first hop) ranks with BM25 alone and every "
+        "query with context with FLIPR alone, in the engine and in the FLIPR label rounds alike. 'none': FLIPR alone, as the reference.",
     )
 
 
@@ -424,7 +425,7 @@ SYSTEMS: dict[str, str] = {
     "colbert-full": "FLIPR trained and scored with every query position, ColBERT-style, on the same labels (isolates focused scoring)",
     "single-hop": "one retrieval from the claim alone, its best k × H passages in one condensing pass (isolates multi-hop)",
     "untrained-flipr": "the untrained backbone's FLIPR index, same condensers and reader (isolates retriever training)",
-    "flipr-alone": "the full system with FLIPR alone, the reference's retriever, where search.fusion fuses the others with BM25 (isolates fusion)",
+    "flipr-alone": "the full system with FLIPR alone, the reference's retriever, where search.fusion combines the others with BM25 (isolates BM25's part)",
 }
 #: Run only beside a fused full system (``search.fusion`` other than none): otherwise it is ``baleen``.
 FUSION_ONLY_SYSTEMS = ("flipr-alone",)
@@ -436,7 +437,7 @@ class EvaluationConfig(_Strict):
     split: Literal["train", "dev", "test"] = Field(default="dev", description="Claims evaluated (never tune on them).")
     systems: list[SystemName] = Field(
         default_factory=lambda: [s for s in SYSTEMS if s not in FUSION_ONLY_SYSTEMS],
-        description="Systems run on the same claims and corpus. Under search.fusion: bm25 the evaluation also runs flipr-alone beside baleen, "
+        description="Systems run on the same claims and corpus. Under a search.fusion other than none the evaluation also runs flipr-alone beside baleen, "
         "so the reference's retriever is always measured beside the fused one.",
     )
     hops: int | None = Field(default=None, ge=1, le=8, description="Hops per claim; None = the claim's num_hops (as the papers).")
@@ -504,7 +505,7 @@ class BaleenConfig(_Strict):
     def _fusion_systems_need_fusion(self) -> BaleenConfig:
         listed = [s for s in self.evaluation.systems if s in FUSION_ONLY_SYSTEMS]
         if listed and self.search.fusion == "none":
-            raise ValueError(f"evaluation.systems: {', '.join(listed)} differs from baleen only under search.fusion: bm25; remove it or set search.fusion")
+            raise ValueError(f"evaluation.systems: {', '.join(listed)} differs from baleen only under a search.fusion other than none; remove it or set search.fusion")
         return self
 
     def evaluated_systems(self) -> list[str]:

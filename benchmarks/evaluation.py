@@ -17,7 +17,7 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
-        [--fusion none|bm25] [--min-kept N]
+        [--fusion none|bm25|bm25-first-hop] [--min-kept N]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def main() -> None:
         help="condenser.stage1_cpu_precision; native: bfloat16 where the CPU computes it natively, else float32",
     )
     parser.add_argument("--stage2-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.stage2_cpu_precision (default: the training benchmark's)")
-    parser.add_argument("--fusion", choices=["none", "bm25"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
+    parser.add_argument("--fusion", choices=["none", "bm25", "bm25-first-hop"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)

@@ -21,7 +21,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--stage1-negative-passages 4] [--stage2-negative-passages 8]
-        [--fusion none|bm25] [--out benchmarks/results/NAME.json]
+        [--fusion none|bm25|bm25-first-hop] [--out benchmarks/results/NAME.json]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 The wall time from ingest to the trained reader goes to ``DIR/training-wall.json``, which the
@@ -89,8 +89,9 @@ def main() -> None:
         "(stage-1 inference, not training steps)",
     )
     parser.add_argument(
-        "--fusion", choices=["none", "bm25"], default="none",
-        help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine",
+        "--fusion", choices=["none", "bm25", "bm25-first-hop"], default="none",
+        help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine; "
+        "'bm25-first-hop' ranks the queries without context with BM25 alone there",
     )
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()

@@ -340,7 +340,7 @@ def evaluate(store: StoreOption = None, config: ConfigOption = None, force: Forc
     _report(_run_flow(evaluation_flow, _config_arg(config), None, force))
 
 
-SystemOption = Annotated[str, typer.Option("--system", help="baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr or flipr-alone (under search.fusion: bm25).")]
+SystemOption = Annotated[str, typer.Option("--system", help="baleen, bm25-multihop, colbert-full, single-hop, untrained-flipr or flipr-alone (under a search.fusion other than none).")]
 
 
 def _evaluation_setup(config: Optional[Path], system: str):

@@ -29,6 +29,12 @@ from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, metric_label, paired_by_hop_count, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.retrieval.fusion import hop_retriever
+
+#: The report's line on how the FLIPR systems retrieve, per ``search.fusion`` other than none.
+FUSION_NOTES = {
+    "bm25": "Every FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`).",
+    "bm25-first-hop": "Every FLIPR system retrieves with BM25 alone from the claim alone (a claim's first hop) and with FLIPR once there is context (`search.fusion: bm25-first-hop`).",
+}
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
@@ -667,8 +673,8 @@ def evaluation_report(
     comparisons += "\n## Where the gold passages are lost\n\n" + funnel_table(metric_rows)
     table = markdown_table(summary, throughput, ev.depth) + comparisons
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
-    if config.search.fusion == "bm25":
-        systems += "\n\nEvery FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`)."
+    if config.search.fusion in FUSION_NOTES:
+        systems += f"\n\n{FUSION_NOTES[config.search.fusion]}"
     unresolved = unresolved_claims(store, claims, split)
     left_out = f"; {unresolved} {split} claims left out: a gold fact did not resolve to a corpus sentence (see rejects)" if unresolved else ""
     title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, context threshold {config.condenser.stage2_threshold:g}{left_out})\n\n{systems}\n\n"

@@ -63,7 +63,8 @@ def label_round(
     """Order the gold passages of every resolved training claim that is not held out
     (``labels.held_out_share``) into hops with ``labeller`` (``bm25``, or ``flipr`` over
     ``index``); compare with the ``previous`` round's labels. A FLIPR round ranks as the FLIPR
-    systems retrieve: fused with BM25 under ``search.fusion: bm25`` (labeller ``flipr+bm25``), so
+    systems retrieve: fused with BM25 under ``search.fusion: bm25`` (labeller ``flipr+bm25``), BM25
+    for the first hops under ``bm25-first-hop`` (labeller ``bm25>flipr``), so
     the positives and the hard negatives the condensers train on come from the system's own lists."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = labels_producer(round_number)

@@ -69,5 +69,7 @@ def test_flipr_alone_runs_beside_a_fused_full_system_and_only_there(tmp_path):
     assert BaleenConfig.load(fused).evaluated_systems() == ["single-hop"]  # no fused full system to stand beside
     plain = tmp_path / "plain.yaml"
     plain.write_text("evaluation: {systems: [baleen, flipr-alone]}\n")
-    with pytest.raises(ConfigError, match="flipr-alone differs from baleen only under search.fusion: bm25"):
+    with pytest.raises(ConfigError, match="flipr-alone differs from baleen only under a search.fusion other than none"):
         BaleenConfig.load(plain)
+    fused.write_text("search: {fusion: bm25-first-hop}\nevaluation: {systems: [baleen]}\n")
+    assert BaleenConfig.load(fused).evaluated_systems() == ["baleen", "flipr-alone"]

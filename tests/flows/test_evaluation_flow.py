@@ -233,6 +233,45 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
         assert [pid for pid, _ in alone_verdict.hops[0].retrieved] == [pid for pid, _ in flipr_ranking[: len(first)]]
 
 
+
+def test_the_first_hop_split_runs_the_engine_on_bm25_then_flipr(evaluated_world):
+    """``search.fusion: bm25-first-hop``: the full system's hop 1 reads BM25's ranking of the claim
+    alone, and every hop with context reads the trained FLIPR's ranking of the claim and its facts."""
+    from baleen_core.config import BaleenConfig
+    from baleen_core.engine import read_at_hop
+    from baleen_core.retrieval.fusion import FirstHopRetriever
+    from baleen_flows.evaluation import trained_models
+    from baleen_storage.indexes import index_passages_ref, open_bm25
+    from baleen_tasks.evaluation import evaluation_claims, run_engine, system_retriever, system_searcher, verify_identity
+
+    store, config, _ = evaluated_world
+    plain = BaleenConfig.load(config)
+    with_fusion = lambda fusion: plain.model_copy(update={"search": plain.search.model_copy(update={"fusion": fusion})})  # noqa: E731
+    split = with_fusion("bm25-first-hop")
+    models = trained_models(store)
+    passages, sentences = index_passages_ref(store, models["index"])
+    claims = store.latest("claims", "claims")
+    rows = evaluation_claims(store, claims, "dev", 4)
+
+    assert isinstance(system_retriever(store, "baleen", split, models, passages, sentences), FirstHopRetriever)
+    assert split.evaluated_systems()[-1] == "flipr-alone"  # the reference's retriever is measured beside it
+    identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg)[3]  # noqa: E731
+    assert len({identity("baleen", cfg) for cfg in (plain, with_fusion("bm25"), split)}) == 3
+    (verdicts,), _ = run_engine(store, "baleen", rows, [split.condenser.stage2_threshold], passages, sentences, models, split, "split")
+    flipr, bm25 = system_searcher(store, "baleen", split, models), open_bm25(store, passages, sentences)
+    depth, later_hops = split.evaluation.depth, 0
+    for row, verdict in zip(rows, verdicts, strict=True):
+        k = depth // row["num_hops"]
+        assert verdict.hops[0].retrieved == bm25.rank(row["claim"], [], depth, set())[:k]
+        for before, hop in zip(verdict.hops, verdict.hops[1:]):
+            facts = [s for s, _ in before.kept]
+            ranker = flipr if facts else bm25
+            expected = read_at_hop(ranker.rank(row["claim"], [s.fact for s in facts], max(depth, k), set()), facts, k)
+            assert [pid for pid, _ in hop.retrieved] == [pid for pid, _ in expected]
+            assert [score for _, score in hop.retrieved] == pytest.approx([score for _, score in expected], rel=1e-4, abs=1e-4)
+            later_hops += bool(facts)
+    assert later_hops > 0, "no hop with context: FLIPR's part was not checked"
+
 def test_a_damaged_claims_file_fails_the_evaluation_before_any_system_runs(pipeline_world, tmp_path):
     """At f597893 `baleen evaluate` verified every system, then failed at its report (64 lines, no
     hint). The claims are handed to the evaluation size-checked: it stops before verifying, and the

@@ -1,4 +1,5 @@
-"""Reciprocal rank fusion against hand-worked and brute-force scores; the fused retriever over real BM25s."""
+"""Reciprocal rank fusion against hand-worked and brute-force scores; the fused retriever over real
+BM25s; the first-hop split routing each query by its context."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import pytest
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.retrieval.fusion import RRF_K, FusedRetriever, hop_retriever, reciprocal_rank_fusion
+from baleen_core.retrieval.fusion import RRF_K, FirstHopRetriever, FusedRetriever, hop_retriever, reciprocal_rank_fusion
 
 
 def test_fusion_of_two_rankings_worked_by_hand():
@@ -92,7 +93,9 @@ def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
     assert hop_retriever(flipr, "none", bm25) is flipr and not opened
     fused = hop_retriever(flipr, "bm25", bm25)
     assert isinstance(fused, FusedRetriever) and fused.retrievers[0] is flipr and opened == [1]
-    with pytest.raises(ValueError, match="none or bm25"):
+    split = hop_retriever(flipr, "bm25-first-hop", bm25)
+    assert isinstance(split, FirstHopRetriever) and split.later is flipr and split.first is not flipr and opened == [1, 1]
+    with pytest.raises(ValueError, match="none, bm25 or bm25-first-hop"):
         hop_retriever(flipr, "splade", bm25)
 
 
@@ -129,3 +132,39 @@ def test_a_fused_retriever_labels_hops_by_the_fused_ranking():
     assert [(h.positive_pid, h.positive_rank, h.negative_pids) for h in labels] == [(1, 2, [4, 5]), (2, 3, [4, 5])]
     # A alone would have put gold 2 first, with other negatives: the fusion decides the labels
     assert [(h.positive_pid, h.negative_pids) for h in order_hops(claim, a, depth=6, n_negatives=2)][0] == (2, [4, 6])
+
+
+def test_the_first_hop_split_ranks_each_query_by_whether_it_has_context_and_keeps_the_batch_order():
+    pids = [10, 11, 12, 13, 14, 15]
+    first, later = Bm25Retriever(pids, TEXTS), Bm25Retriever(pids, TEXTS, k1=0.5, b=0.0)
+    split = FirstHopRetriever(first, later)
+    claims = ["Marlow river", "capital of England", "Thames London", "river Thames sea"]
+    contexts, depths, excludes = [[], ["London is big."], [], ["The harbour is deep."]], [4, 2, 3, 5], [{11}, set(), set(), {15}]
+    got = split.rank_batch(claims, contexts, depths, excludes)
+    for q, retriever in enumerate([first, later, first, later]):
+        assert got[q] == retriever.rank(claims[q], contexts[q], depths[q], excludes[q])
+    assert got[0] != later.rank(claims[0], contexts[0], depths[0], excludes[0])  # the two differ where it matters
+    assert split.rank(claims[3], contexts[3], depths[3], excludes[3]) == got[3]
+    assert split.rank_batch(claims[1:2], contexts[1:2], depths[1:2], excludes[1:2]) == [got[1]]  # one route only
+
+
+def test_the_first_hop_split_scores_each_querys_passages_with_the_retriever_that_ranks_it():
+    a, b = FixedRanking("a", [4, 2, 6, 1, 5, 3]), FixedRanking("b", [1, 5, 4, 3, 6, 2])
+    split = FirstHopRetriever(a, b)
+    assert split.name == "a>b" and split.score("claim", [], [3, 4]) == a.score("claim", [], [3, 4])
+    assert split.score("claim", ["fact"], [3, 4]) == b.score("claim", [], [3, 4])
+    rankings, scores = split.rank_and_score(["c", "c"], [["fact"], []], [2, 3], [set(), {4}], [[1, 2], [2, 6]])
+    assert rankings == [b.rank("c", [], 2, set()), a.rank("c", [], 3, {4})]
+    assert scores == [b.score("c", [], [1, 2]), a.score("c", [], [2, 6])]
+
+
+def test_the_first_hop_split_labels_the_first_hop_by_the_first_ranking_and_later_hops_by_the_other():
+    from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops
+
+    # A ranks gold 2 above gold 1 from the claim alone, B the other way round; with context only B ranks
+    a, b = FixedRanking("a", [4, 2, 6, 1, 5, 3]), FixedRanking("b", [1, 5, 4, 3, 6, 2])
+    claim = ClaimGold("c", "claim", 2, (GoldPassage(1, "One", ("x",)), GoldPassage(2, "Two", ("y",))))
+    labels = order_hops(claim, FirstHopRetriever(a, b), depth=6, n_negatives=2)
+    # hop 1 (A): gold 2 is 2nd, negatives 4 and 6; hop 2 (B, gold 2 excluded): 1 5 4 3 6 → gold 1 first
+    assert [(h.positive_pid, h.positive_rank, h.negative_pids) for h in labels] == [(2, 2, [4, 6]), (1, 1, [5, 4])]
+    assert [h.positive_pid for h in order_hops(claim, b, depth=6, n_negatives=2)][0] == 1  # B alone would start elsewhere
