@@ -178,7 +178,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group = parser.add_argument_group("encoding")
     group.add_argument("--batch-tokens", type=ints, default=None, help="encoder token budgets per batch to time (default: 16384,32768,65536,131072 on a GPU, 1024,4096 on a CPU)")
     group.add_argument("--encode-passages", type=int, default=None, help="passages encoded per budget (default: all on a GPU, 256 on a CPU)")
-    group.add_argument("--matmul-size", type=int, default=None, help="n of the n×n matmul timed (default: 8192 on a GPU, 1024 on a CPU)")
+    group.add_argument("--matmul-size", type=int, default=None, help="n of the n×n matmul timed (default: 8192 on a GPU, 2048 on a CPU)")
     group.add_argument("--matmul-iterations", type=int, default=None)
     group = parser.add_argument_group("budgets (defaults: the full run meant for a GPU)")
     group.add_argument("--corpus-passages", type=int, default=None, help="index only the gold passages plus this many others (smoke tests; default: all)")
@@ -207,8 +207,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             parser.error(f"unknown {name}: {', '.join(sorted(unknown))} (choose from {', '.join(allowed)})")
     args.batch_tokens = args.batch_tokens or ([16_384, 32_768, 65_536, 131_072] if gpu else [1024, 4096])
     args.encode_passages = args.encode_passages or (None if gpu else 256)
-    args.matmul_size = args.matmul_size or (8192 if gpu else 1024)
-    args.matmul_iterations = args.matmul_iterations or (50 if gpu else 5)
+    args.matmul_size = args.matmul_size or (8192 if gpu else 2048)  # 1024² is too small for a CPU's rate (cpu-encoding.json)
+    args.matmul_iterations = args.matmul_iterations or (50 if gpu else 10)
     args.profile_claims = (100 if gpu else 0) if args.profile_claims is None else args.profile_claims
     args.compare_batching = gpu if args.compare_batching is None else args.compare_batching
     args.backbone = args.backbone or default_backbone_path(args.carry)
