@@ -29,12 +29,6 @@ from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, metric_label, paired_by_hop_count, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
 from baleen_core.retrieval.fusion import hop_retriever
-
-#: The report's line on how the FLIPR systems retrieve, per ``search.fusion`` other than none.
-FUSION_NOTES = {
-    "bm25": "Every FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`).",
-    "bm25-first-hop": "Every FLIPR system retrieves with BM25 alone from the claim alone (a claim's first hop) and with FLIPR once there is context (`search.fusion: bm25-first-hop`).",
-}
 from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPassage, render_claim_html
 from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
@@ -46,6 +40,12 @@ from baleen_tasks.condensing import gold_fact_sets, passages_by_pid
 from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
+
+#: The report's line on how the FLIPR systems retrieve, per ``search.fusion`` other than none.
+FUSION_NOTES = {
+    "bm25": "Every FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`).",
+    "bm25-first-hop": "Every FLIPR system retrieves with BM25 alone from the claim alone (a claim's first hop) and with FLIPR once there is context (`search.fusion: bm25-first-hop`).",
+}
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).
 ModelRefs = Mapping[str, ArtifactRef]
