@@ -9,6 +9,7 @@ from baleen_storage.store import (
     StoreError,
     file_fingerprint,
     fingerprint,
+    fingerprint_params,
     new_run_id,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "StoreError",
     "file_fingerprint",
     "fingerprint",
+    "fingerprint_params",
     "new_run_id",
 ]

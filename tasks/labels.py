@@ -12,7 +12,7 @@ from baleen_core.held_out import held_out_training_claims
 from baleen_core.retrieval.fusion import hop_retriever
 from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_claims, label_row, round_statistics
 from baleen_schemas import HOP_LABELS
-from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, flow_run_info, publish_table, run_logger
@@ -73,9 +73,7 @@ def label_round(
     if index is not None:
         sources["index"] = index.fingerprint
         # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
-        params["search"] = search.model_dump(mode="json", include={"nprobe", "ncandidates"})
-        if search.fusion != "none":  # only then, so that FLIPR-alone labels keep their fingerprints
-            params["search"]["fusion"] = search.fusion
+        params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion"}, added_later=["fusion"])
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)

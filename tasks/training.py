@@ -16,7 +16,7 @@ from baleen_core.training.flipr_trainer import FliprExample, flipr_example_pids,
 from baleen_core.training.loop import STATE_FILE, STEPS_FILE, history_summary
 from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_schemas import FLIPR_CHECKPOINT, TRAINING_STEPS
-from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_searcher, trained_flipr_tag
 from baleen_tasks.index import encoder_fingerprints
 from baleen_tasks.policies import GPU_TAG
@@ -83,9 +83,7 @@ def train_flipr_on_labels(
     for the first and then reuses what it published."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = tag or trained_flipr_tag(round_number)
-    # the Baleen default leaves claim_only_positives out, so FLIPRs trained before it existed keep their fingerprints
-    baleen_default = {"claim_only_positives"} if config.claim_only_positives == "assigned" else None
-    params = {"round": round_number, **config.model_dump(mode="json", exclude=baleen_default)}
+    params = {"round": round_number, **fingerprint_params(config, added_later=["claim_only_positives"])}
     fps = [fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=e, params=params, version=FLIPR_CHECKPOINT.version) for e in encoder_fingerprints(retriever)]
     fp = fps[0]
     waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731

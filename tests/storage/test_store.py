@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pydantic import BaseModel
 
-from baleen_storage import ArtifactStore, StoreError, fingerprint, new_run_id
+from baleen_storage import ArtifactStore, StoreError, fingerprint, fingerprint_params, new_run_id
 from baleen_storage.store import UnreleasedArtifact, published_manifest
 
 
@@ -208,6 +209,17 @@ def test_the_catalog_shows_each_artifacts_release_state(store):
 
 def test_fingerprint_is_order_independent_and_sensitive():
     assert fingerprint(a=1, b=[1, 2]) == fingerprint(b=[1, 2], a=1) != fingerprint(a=1, b=[2, 1])
+
+
+def test_a_setting_added_later_changes_fingerprints_only_when_it_is_set():
+    class Settings(BaseModel):
+        depth: int = 100
+        fusion: str = "none"  # added after stores recorded fingerprints without it
+
+    assert fingerprint_params(Settings(), added_later=["fusion"]) == {"depth": 100}  # as before the setting existed
+    assert fingerprint_params(Settings(fusion="bm25"), added_later=["fusion"]) == {"depth": 100, "fusion": "bm25"}
+    assert fingerprint_params(Settings(depth=5), include={"fusion"}) == {"fusion": "none"}  # not added later: always there
+    assert fingerprint_params(Settings(depth=5), include={"depth"}, added_later=["fusion"]) == {"depth": 5}
 
 
 def test_run_ids_sort_by_time_and_are_unique():
