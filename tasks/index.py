@@ -49,18 +49,23 @@ def encoder_fingerprint(config: RetrieverConfig) -> str:
     published in a store (a trained FLIPR) is named by its artifact's fingerprint, not by where
     it lies, so that a store copied or moved elsewhere reuses what it made with it; any other
     checkpoint or backbone by its path, files, sizes and modification times."""
-    published = published_manifest(Path(config.checkpoint)) if config.checkpoint else None
-    if published is None:
-        return _located_encoder_fingerprint(config)
-    weights = f"{published.name} {published.producer} {published.fingerprint}"
-    return fingerprint(weights=weights, config=config.model_dump(mode="json", exclude={"device", "checkpoint"}))
+    return _published_encoder_fingerprint(config) or _located_encoder_fingerprint(config)
 
 
 def encoder_fingerprints(config: RetrieverConfig) -> list[str]:
     """:func:`encoder_fingerprint`, then the fingerprint that stores made before it recorded for
     the same encoder (a published checkpoint named by its path): steps looked up by either are
     reused, so an existing store does not rebuild its trained indexes once."""
-    return list(dict.fromkeys([encoder_fingerprint(config), _located_encoder_fingerprint(config)]))
+    located = _located_encoder_fingerprint(config)
+    return list(dict.fromkeys([_published_encoder_fingerprint(config) or located, located]))
+
+
+def _published_encoder_fingerprint(config: RetrieverConfig) -> str | None:
+    published = published_manifest(Path(config.checkpoint)) if config.checkpoint else None
+    if published is None:
+        return None
+    weights = f"{published.name} {published.producer} {published.fingerprint}"
+    return fingerprint(weights=weights, config=config.model_dump(mode="json", exclude={"device", "checkpoint"}))
 
 
 def _located_encoder_fingerprint(config: RetrieverConfig) -> str:
