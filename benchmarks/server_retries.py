@@ -35,7 +35,7 @@ from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
 
 from baleen_core.metrics import bootstrap_ci  # noqa: E402
 from baleen_core.results import git_commit, machine_description  # noqa: E402
-from baleen_flows.temporary_server import APP_FACTORY, PREFECT_APP_FACTORY, drain_queued_logs_and_events, serve_prefect_api  # noqa: E402
+from baleen_flows.temporary_server import APP_FACTORY, PREFECT_APP_FACTORY, drain_queued_logs_and_events, serve_prefect_api, sqlite_database_url  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"prefect": PREFECT_APP_FACTORY, "temporary server": APP_FACTORY}
@@ -67,7 +67,7 @@ def small_steps() -> None:
 def run_arm(factory: str, runs: int) -> tuple[list[float], int]:
     """Seconds of each of ``runs`` flow runs on a fresh server running ``factory``, and the client's 503 retries."""
     with tempfile.TemporaryDirectory(prefix="server-retries-") as home:
-        with serve_prefect_api(Path(home), f"sqlite+aiosqlite:///{home}/prefect.db", None, Path(home) / "server.log", factory=factory) as url:
+        with serve_prefect_api(Path(home), sqlite_database_url(Path(home)), None, Path(home) / "server.log", factory=factory) as url:
             client_log = logging.getLogger("prefect.client")
             retries, level = ClientRetries(), client_log.level
             client_log.addHandler(retries)

@@ -99,6 +99,11 @@ def drain_queued_logs_and_events() -> None:
         worker.drain_all(timeout=STOP_GRACE_SECONDS)
 
 
+def sqlite_database_url(folder: Path) -> str:
+    """The URL of a Prefect SQLite database in ``folder`` (async driver, as Prefect's server needs)."""
+    return f"sqlite+aiosqlite:///{folder / 'prefect.db'}"
+
+
 @contextmanager
 def _database(home: Path) -> Iterator[tuple[str | None, int | None, Path]]:
     """(database URL, lock, folder for the server's log): Prefect's own database (None: the one
@@ -117,7 +122,7 @@ def _database(home: Path) -> Iterator[tuple[str | None, int | None, Path]]:
         os.close(lock_fd)
         with tempfile.TemporaryDirectory(prefix="temporary-prefect-", dir=home) as private:
             print(f"another baleen command is using the Prefect database in {home}: this one's runs go to a temporary database", flush=True)
-            yield f"sqlite+aiosqlite:///{Path(private) / 'prefect.db'}", None, Path(private)
+            yield sqlite_database_url(Path(private)), None, Path(private)
         return
     try:
         yield None, lock_fd, home
