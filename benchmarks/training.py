@@ -93,6 +93,10 @@ def main() -> None:
         help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine; "
         "'bm25-first-hop' ranks the queries without context with BM25 alone there",
     )
+    parser.add_argument(
+        "--seed", type=int, default=0,
+        help="seed of every model's training (training.*.seed): a second run at another seed measures how far training alone moves the results",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -119,10 +123,10 @@ def main() -> None:
     config_path = work / "training.yaml"
     config_path.write_text(
         f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n{precision}"
-        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}, claim_only_positives: {args.claim_only_positives}}},\n"
-        f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.stage1_negative_passages}, validation_share: 0.03}},\n"
-        f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1}},\n"
-        f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, validation_share: 0.03}}}}\n"
+        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}, claim_only_positives: {args.claim_only_positives}, seed: {args.seed}}},\n"
+        f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.stage1_negative_passages}, validation_share: 0.03, seed: {args.seed}}},\n"
+        f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1, seed: {args.seed}}},\n"
+        f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, validation_share: 0.03, seed: {args.seed}}}}}\n"
         f"evaluation: {{systems: [{args.systems}]}}\n"
         + (f"search: {{fusion: {args.fusion}}}\n" if args.fusion != "none" else "")
     )
