@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
 
@@ -117,19 +119,27 @@ def main() -> None:
 
     from baleen_core.condensing import cpu_has_native_bfloat16
 
+    settings = {
+        "store_root": str(work / "store"),
+        "labels": {"rounds": args.rounds, "round0": "bm25", "depth": 100},
+        "training": {
+            "flipr": {"epochs": args.epochs, "batch_size": args.batch_size, "hard_negatives": args.hard_negatives, "claim_only_positives": args.claim_only_positives},
+            "stage1": {"max_examples": args.condenser_hops or None, "negative_passages": args.stage1_negative_passages, "validation_share": 0.03},
+            "stage2": {"max_examples": args.condenser_hops or None, "epochs": args.stage2_epochs, "negative_passages": args.stage2_negative_passages, "validation_share": 0.1},
+            "reader": {"max_examples": args.reader_claims or None, "epochs": args.reader_epochs, "validation_share": 0.03},
+        },
+        "evaluation": {"systems": args.systems.split(",")},
+    }
+    for model in settings["training"].values():
+        model["seed"] = args.seed
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
-    precision = "condenser: {stage1_cpu_precision: bfloat16}\n" if cpu_has_native_bfloat16() else ""
+    if cpu_has_native_bfloat16():
+        settings["condenser"] = {"stage1_cpu_precision": "bfloat16"}
+    if args.fusion != "none":
+        settings["search"] = {"fusion": args.fusion}
     config_path = work / "training.yaml"
-    config_path.write_text(
-        f"store_root: {work / 'store'}\nlabels: {{rounds: {args.rounds}, round0: bm25, depth: 100}}\n{precision}"
-        f"training: {{flipr: {{epochs: {args.epochs}, batch_size: {args.batch_size}, hard_negatives: {args.hard_negatives}, claim_only_positives: {args.claim_only_positives}, seed: {args.seed}}},\n"
-        f"  stage1: {{max_examples: {args.condenser_hops or 'null'}, negative_passages: {args.stage1_negative_passages}, validation_share: 0.03, seed: {args.seed}}},\n"
-        f"  stage2: {{max_examples: {args.condenser_hops or 'null'}, epochs: {args.stage2_epochs}, negative_passages: {args.stage2_negative_passages}, validation_share: 0.1, seed: {args.seed}}},\n"
-        f"  reader: {{max_examples: {args.reader_claims or 'null'}, epochs: {args.reader_epochs}, validation_share: 0.03, seed: {args.seed}}}}}\n"
-        f"evaluation: {{systems: [{args.systems}]}}\n"
-        + (f"search: {{fusion: {args.fusion}}}\n" if args.fusion != "none" else "")
-    )
+    config_path.write_text(yaml.safe_dump(settings, sort_keys=False))
     store = ArtifactStore(work / "store")
     started, from_scratch = time.perf_counter(), not store.refs("claims", "claims")
     with flow_server():
