@@ -265,6 +265,11 @@ class Stage2TrainingConfig(OptimizerConfig):
         default="both", description="Context facts of a hop's example: the gold ones, the claim's own earlier picks (wrong ones included), or one example of each."
     )
     validation_share: float = Field(default=0.1, ge=0, lt=1, description="Share of training claims held out for the validation curve.")
+    start: Literal["backbone", "stage1"] = Field(
+        default="backbone",
+        description="Where stage 2's training starts: the backbone (condenser.stage2_checkpoint when set) with a fresh head, or the trained "
+        "stage 1 of the same round, backbone and head (it has already learned which sentences answer a claim on these labels).",
+    )
 
 
 #: The reader's optional training rewrites (baleen_core.training.reader_augmentation).
@@ -506,6 +511,12 @@ class BaleenConfig(_Strict):
         listed = [s for s in self.evaluation.systems if s in FUSION_ONLY_SYSTEMS]
         if listed and self.search.fusion == "none":
             raise ValueError(f"evaluation.systems: {', '.join(listed)} differs from baleen only under a search.fusion other than none; remove it or set search.fusion")
+        return self
+
+    @model_validator(mode="after")
+    def _one_start_for_stage2(self) -> BaleenConfig:
+        if self.training.stage2.start == "stage1" and self.condenser.stage2_checkpoint is not None:
+            raise ValueError("training.stage2.start: stage1 and condenser.stage2_checkpoint both say where stage 2's training starts; keep one")
         return self
 
     def evaluated_systems(self) -> list[str]:

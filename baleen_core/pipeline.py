@@ -247,9 +247,14 @@ def train_condensers_and_reader(
     def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
         return {**fit_held_out(*args), "calibration": calibration}
 
+    def fit_stage2(train: list, held: list, work_dir: Path) -> tuple[Path, list[dict]]:  # from the backbone, or from the stage 1 just trained
+        if cfg2.start == "stage1":
+            stage2.start_from(stage1)
+        return train_stage2(stage2, train, held, condenser, cfg2, work_dir)
+
     plan = (
         ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None, fit_held_out),
-        ("stage2", stage2, stage2_set, lambda train, held, d: train_stage2(stage2, train, held, condenser, cfg2, d), cfg2, None, fit_held_out),
+        ("stage2", stage2, stage2_set, fit_stage2, cfg2, None, fit_held_out),
         ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
     )
     records = {}

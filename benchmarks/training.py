@@ -67,6 +67,7 @@ def main() -> None:
     # third), but the engine on the held-out training claims ended further from the gold facts
     # (best final-fact F1 0.570 against 0.581, passage EM 0.104 against 0.146; runs 30b1d29, ba74462)
     parser.add_argument("--stage2-epochs", type=int, default=3)
+    parser.add_argument("--stage2-start", choices=["backbone", "stage1"], default="backbone", help="training.stage2.start: stage 2 from the backbone, or from the trained stage 1")
     parser.add_argument(
         "--reader-claims", type=int, default=500,
         help="training claims besides the held-out ones whose gold facts the reader also reads (CPU budget); 0 = all",
@@ -132,6 +133,8 @@ def main() -> None:
     }
     for model in settings["training"].values():
         model["seed"] = args.seed
+    if args.stage2_start != "backbone":
+        settings["training"]["stage2"]["start"] = args.stage2_start
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if cpu_has_native_bfloat16():

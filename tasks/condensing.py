@@ -38,7 +38,7 @@ from baleen_core.training.condenser_trainer import (
 )
 from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_schemas import READER_CHECKPOINT, STAGE1_CHECKPOINT, STAGE2_CHECKPOINT
-from baleen_storage import ArtifactRef, ArtifactStore, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, publish_table, readable, run_logger
@@ -180,6 +180,20 @@ def train_condenser_stage1(
     return _train_and_publish(store, "stage1_checkpoint", round_number, model, fit, split_held_out(stage1_examples(hops, config), config.validation_share, config.seed), config, meta, f"Condenser stage 1, round-{round_number} labels", force)
 
 
+def stage2_params(condenser: CondenserConfig, config: Stage2TrainingConfig, round_number: int) -> dict:
+    """Stage 2's recorded settings; ``config.start`` only when set, so that stores made before it
+    existed keep their stage 2."""
+    return {"round": round_number, "training": fingerprint_params(config, added_later=["start"]), "layout": training_layout(condenser)}
+
+
+def stage2_fingerprint(labels: str, stage1: str, condenser: CondenserConfig, config: Stage2TrainingConfig, round_number: int) -> str:
+    """What a trained stage 2 depends on: its labels, the stage 1 that ranks its candidates, where
+    it starts (the backbone, or that stage 1) and its settings (:func:`stage2_params`)."""
+    params = stage2_params(condenser, config, round_number)
+    start = condenser.start("stage2") if config.start == "backbone" else f"stage1 {stage1}"
+    return fingerprint(step="train_stage2", labels=labels, stage1=stage1, start=start, params=params, version=STAGE2_CHECKPOINT.version)
+
+
 @task(name="train-stage2", task_run_name="train-condenser-stage2 · round {round_number}", tags=[GPU_TAG])
 def train_condenser_stage2(
     store_root: str,
@@ -195,19 +209,22 @@ def train_condenser_stage2(
     run_id: str,
     force: bool = False,
 ) -> dict[str, ArtifactRef]:
-    """Condenser stage 2 on the trained stage 1's candidates for each labelled hop."""
+    """Condenser stage 2 on the trained stage 1's candidates for each labelled hop, starting from
+    the backbone or from that stage 1 (``config.start``)."""
     store, producer = ArtifactStore(store_root), f"stage2-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser)}
-    fp = fingerprint(step="train_stage2", labels=labels.fingerprint, stage1=stage1.fingerprint, start=condenser.start("stage2"), params=params, version=STAGE2_CHECKPOINT.version)
+    params = stage2_params(condenser, config, round_number)
+    fp = stage2_fingerprint(labels.fingerprint, stage1.fingerprint, condenser, config, round_number)
     if reused := _reuse(store, "stage2_checkpoint", producer, fp, force):
         return reused
     hops = read_labelled_hops(store, labels, claims, gold_facts, passages, sentences, config.negative_passages, max_hops=config.max_examples)
     first = SequenceModel.load("stage1", stage1.path, condenser.device)
     with Progress(stage2_ranked_hops(hops, config), f"Condenser stage 2, round-{round_number} labels: stage-1 candidates", unit="hop") as progress:
         examples = stage2_examples(first, hops, condenser, config, on_ranked=progress.update)
-    del first
     golds = sum(sum(e.gold) for e in examples)
     model = SequenceModel.condenser_to_train("stage2", condenser, config.seed)
+    if config.start == "stage1":
+        model.start_from(first)
+    del first
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)
     extra = {"candidate_facts": sum(len(e.facts) for e in examples), "gold_candidates": golds, "hops_without_gold": sum(not any(e.gold) for e in examples)}

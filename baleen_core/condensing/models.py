@@ -15,6 +15,7 @@ A checkpoint directory holds ``backbone/`` (Hugging Face format, with its tokeni
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -222,6 +223,17 @@ class SequenceModel:
         torch.save(self.module.head.state_dict(), directory / HEAD_FILE)
         (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, "scoring": self.module.scoring, "architecture": type(self.module.backbone).__name__, "trained_from": self.source}, indent=2))
         return directory
+
+    def start_from(self, other: SequenceModel) -> SequenceModel:
+        """Take a copy of ``other``'s encoder and head (backbone, head and scoring) as this model's
+        own, to train on from there; returns self. Stage 2 starts from the trained stage 1 this way
+        (``training.stage2.start: stage1``). Both must read with the same vocabulary, since each
+        keeps its own token cache."""
+        if other.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise ValueError(f"{self.kind} cannot start from {other.kind} ({other.source}): their tokenizers' vocabularies differ")
+        self.module = copy.deepcopy(other.module).to(self.device).eval()
+        self.source = f"{other.kind}: {other.source}"
+        return self
 
     # ---- what the training loop needs (baleen_core.training.loop.Trainable) ----
     def head_parameters(self) -> list[nn.Parameter]:

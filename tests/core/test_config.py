@@ -73,3 +73,11 @@ def test_flipr_alone_runs_beside_a_fused_full_system_and_only_there(tmp_path):
         BaleenConfig.load(plain)
     fused.write_text("search: {fusion: bm25-first-hop}\nevaluation: {systems: [baleen]}\n")
     assert BaleenConfig.load(fused).evaluated_systems() == ["baleen", "flipr-alone"]
+
+
+def test_stage2_starts_from_one_place(tmp_path):
+    assert BaleenConfig().training.stage2.start == "backbone"
+    assert _load_error(tmp_path, "both.yaml", "condenser: {stage2_checkpoint: /tmp/s2}\ntraining: {stage2: {start: stage1}}\n").count("keep one") == 1
+    alone = tmp_path / "alone.yaml"
+    alone.write_text("training: {stage2: {start: stage1}}\n")
+    assert BaleenConfig.load(alone).training.stage2.start == "stage1"

@@ -3,6 +3,8 @@ stage-2 candidates and kept facts follow their documented rules."""
 
 from __future__ import annotations
 
+import copy
+import json
 import pickle
 
 import pytest
@@ -187,6 +189,35 @@ def test_the_similarity_head_scores_scaled_cosine_of_pooled_spans_and_survives_a
     loaded = SequenceModel.load("stage2", tmp_path / "s2", "cpu")  # marker by default: the checkpoint's own scoring wins
     assert loaded.module.scoring == "similarity"
     assert loaded.predict([window], 4)[0].tolist() == pytest.approx(got.tolist(), abs=1e-5)
+
+
+def test_stage2_started_from_a_trained_stage1_scores_as_it_and_then_trains_on_a_copy(backbone, tmp_path):
+    """``training.stage2.start: stage1``: stage 2 takes stage 1's backbone and head, so it scores
+    exactly as stage 1 until trained, and training it leaves stage 1 as it was."""
+    from baleen_core.condensing.layouts import stage2_window
+
+    stage1 = SequenceModel.load("stage1", backbone, "cpu", head_seed=1, scoring="similarity")
+    with torch.no_grad():  # "trained": a backbone weight and the head moved away from where stage 2 would start
+        stage1.module.head.linear.weight.normal_(0, 0.05)
+        stage1.module.backbone.embeddings.LayerNorm.bias.add_(0.05)
+    stage2 = SequenceModel.load("stage2", backbone, "cpu", head_seed=2, scoring="similarity")
+    window = stage2_window(stage2.tokenizer, "Oren Vask was born in Aarhus", ["Oren Vask | He was born in Aarhus.", "Aarhus | It is a port city."], 96, 40, 512)
+    fresh, first = stage2.predict([window], 4)[0], stage1.predict([window], 4)[0]
+    assert not torch.allclose(fresh, first, atol=1e-3)
+    assert stage2.start_from(stage1) is stage2 and stage2.kind == "stage2"
+    assert stage2.predict([window], 4)[0].tolist() == pytest.approx(first.tolist(), abs=1e-6)
+    with torch.no_grad():  # a training step on stage 2 ...
+        next(stage2.module.backbone.parameters()).add_(0.1)
+        stage2.module.head.linear.bias.add_(1.0)
+    assert stage1.predict([window], 4)[0].tolist() == pytest.approx(first.tolist(), abs=1e-6)  # ... is not one on stage 1
+    stage2.save(tmp_path / "s2")
+    assert SequenceModel.load("stage2", tmp_path / "s2", "cpu").source == str(tmp_path / "s2")
+    assert json.loads((tmp_path / "s2" / "model_config.json").read_text())["trained_from"] == f"stage1: {backbone}"
+
+    other_vocabulary = copy.deepcopy(stage1.tokenizer)
+    other_vocabulary.add_tokens(["glassharbourian"])
+    with pytest.raises(ValueError, match="vocabularies differ"):
+        stage2.start_from(SequenceModel("stage1", stage1.module, other_vocabulary, torch.device("cpu"), "elsewhere"))
 
 
 def test_untrained_similarity_scoring_ranks_the_fact_that_matches_the_claim_first(backbone):
