@@ -21,7 +21,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--stage1-negative-passages 4] [--stage2-negative-passages 8]
-        [--fusion none|bm25|bm25-first-hop] [--out benchmarks/results/NAME.json]
+        [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N] [--out benchmarks/results/NAME.json]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 The wall time from ingest to the trained reader goes to ``DIR/training-wall.json``, which the
@@ -103,6 +103,10 @@ def main() -> None:
         "--seed", type=int, default=0,
         help="seed of every model's training (training.*.seed): a second run at another seed measures how far training alone moves the results",
     )
+    parser.add_argument(
+        "--reader-seed", type=int, default=None,
+        help="the reader's seed alone (training.reader.seed; default: --seed): how far the reader's own training moves label accuracy",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -136,6 +140,8 @@ def main() -> None:
     }
     for model in settings["training"].values():
         model["seed"] = args.seed
+    if args.reader_seed is not None:
+        settings["training"]["reader"]["seed"] = args.reader_seed
     if args.stage2_start != "backbone":
         settings["training"]["stage2"]["start"] = args.stage2_start
     # the engine runs inside training too (over the held-out claims, once per context threshold):
