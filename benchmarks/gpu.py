@@ -277,9 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
             if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
                 results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
-            engine, quality = evaluate_pipeline(config, trained, claims, corpus, bm25, untrained, args.systems, partial(save_engine, results), args.profile_claims, args.compare_batching)
-            results.doc["engine"] = engine
-            results.set("hover_mini_dev", quality)
+            save_engine(results, *evaluate_pipeline(config, trained, claims, corpus, bm25, untrained, args.systems, partial(save_engine, results), args.profile_claims, args.compare_batching))
         results.doc["device"]["peak_rss_gib"] = round(peak_rss_gib(), 2)
         if device.type == "cuda":
             results.doc["device"]["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
