@@ -20,8 +20,9 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 1] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--reader-claims 500] [--stage1-negative-passages 4] [--stage2-negative-passages 8]
-        [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N] [--out benchmarks/results/NAME.json]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2]
+        [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
+        [--out benchmarks/results/NAME.json]
 
 The condenser and reader defaults fit a 2-core CPU in about half an hour; on a GPU pass 0 for all.
 The wall time from ingest to the trained reader goes to ``DIR/training-wall.json``, which the
