@@ -7,6 +7,11 @@ it, not by re-cutting the last hop's scores: the engine runs over the held-out t
 (``labels.held_out_share``: neither FLIPR nor the condensers trained on them) once per candidate
 threshold, in one pass, and the threshold whose final facts best match the claims' gold facts
 (mean F1) wins. Never the evaluated split.
+
+The **evidence floor** is the 0 of the evidence rule (the reference's L3x: of stage 2's best 5,
+those above min(0, the second best)). It does not steer any hop, so it is judged by re-cutting
+each held-out claim's last stage-2 read (:class:`LastRead`) at every floor of a grid, per hop
+count: :func:`calibrate_evidence_floors` (issue 50's trial, ``benchmarks/evidence_floors.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from baleen_core.condensing.condense import evidence_facts
+from baleen_core.condensing.layouts import Sentence
+from baleen_core.config import CondenserConfig
 from baleen_core.metrics import set_prf
 
 Fact = tuple[int, int]  # (pid, sid)
@@ -63,3 +71,37 @@ def calibrate_threshold(finals: Mapping[float, Mapping[str, Sequence[Fact]]], go
         uids = sorted(uid for uid in facts if uid in gold)
         trials.append(threshold_trial(threshold, [facts[uid] for uid in uids], [gold[uid] for uid in uids]))
     return choose_threshold(trials), trials
+
+
+#: The evidence floors tried per hop count: inf keeps exactly the best ``evidence_min_facts`` (2),
+#: −inf the whole best ``max_kept`` (5); 0 is the reference's.
+EVIDENCE_FLOORS = (math.inf, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -math.inf)
+
+
+@dataclass(frozen=True)
+class LastRead:
+    """What stage 2 read at a claim's last hop and how it scored each fact: the evidence at any
+    floor follows from it."""
+
+    hops: int
+    candidates: tuple[Sentence, ...]
+    scores: tuple[float, ...]
+
+
+def evidence_at_floor(read: LastRead, floor: float, condenser: CondenserConfig) -> list[Fact]:
+    """The claim's evidence (pid, sid) facts, best first, with the rule's 0 moved to ``floor``."""
+    kept = evidence_facts(read.candidates, read.scores, condenser.max_kept, condenser.evidence_min_facts, condenser.evidence_max_passages, floor)
+    return [fact.key for fact, _ in kept]
+
+
+def calibrate_evidence_floors(
+    reads: Mapping[str, LastRead], gold: Mapping[str, Collection[Fact]], condenser: CondenserConfig, floors: Sequence[float] = EVIDENCE_FLOORS
+) -> dict[int, tuple[ThresholdTrial, list[ThresholdTrial]]]:
+    """Per hop count, the floor whose evidence has the best mean fact F1 against the gold facts
+    (ties: nearest 0, then the higher) and every floor's trial, as :func:`calibrate_threshold`
+    does for the context threshold."""
+    chosen = {}
+    for hops in sorted({read.hops for read in reads.values()}):
+        mine = {uid: read for uid, read in reads.items() if read.hops == hops}
+        chosen[hops] = calibrate_threshold({floor: {uid: evidence_at_floor(read, floor, condenser) for uid, read in mine.items()} for floor in floors}, gold)
+    return chosen

@@ -94,15 +94,18 @@ def kept_facts(candidates: Sequence[Sentence], scores: Sequence[float], max_kept
     return [pair for i, pair in enumerate(ranked) if pair[1] > threshold or i < min_kept]
 
 
-def evidence_facts(candidates: Sequence[Sentence], scores: Sequence[float], top: int = 5, at_least: int = 2, max_passages: int = 4) -> list[tuple[Sentence, float]]:
+def evidence_facts(
+    candidates: Sequence[Sentence], scores: Sequence[float], top: int = 5, at_least: int = 2, max_passages: int = 4, floor: float = 0.0
+) -> list[tuple[Sentence, float]]:
     """The reference's ``L3x`` facts, best first: of the best ``top`` (5), those scoring above
-    min(0, the ``at_least``-th best − 1e-10), so never fewer than ``at_least`` (2) and every fact
-    tied with the ``at_least``-th one; of those, only the facts of the first ``max_passages`` (4)
-    distinct passages in that order. With ``at_least`` candidates or fewer all of them are kept
-    (the reference indexes the second best and would fail on fewer than 2)."""
+    min(``floor`` (0), the ``at_least``-th best − 1e-10), so never fewer than ``at_least`` (2) and
+    every fact tied with the ``at_least``-th one; of those, only the facts of the first
+    ``max_passages`` (4) distinct passages in that order. With ``at_least`` candidates or fewer all
+    of them are kept (the reference indexes the second best and would fail on fewer than 2).
+    ``floor`` = inf keeps exactly the best ``at_least`` (and ties), −inf all of the best ``top``."""
     ranked = ranked_by_score(candidates, scores)[:top]
     if len(ranked) > at_least:
-        floor = min(0.0, ranked[at_least - 1][1] - 1e-10)
+        floor = min(floor, ranked[at_least - 1][1] - 1e-10)
         ranked = [pair for pair in ranked if pair[1] > floor]
     passages = set(list(dict.fromkeys(fact.pid for fact, _ in ranked))[:max_passages])
     return [pair for pair in ranked if pair[0].pid in passages]

@@ -1,4 +1,5 @@
-"""Choosing the context threshold from engine runs on held-out training claims (hand-worked)."""
+"""Choosing the context threshold from engine runs on held-out training claims, and the evidence
+floor per hop count from their last stage-2 reads (hand-worked)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import math
 
 import pytest
 
-from baleen_core.condensing.calibration import ThresholdTrial, calibrate_threshold, choose_threshold, threshold_trial
+from baleen_core.condensing.calibration import LastRead, ThresholdTrial, calibrate_evidence_floors, calibrate_threshold, choose_threshold, evidence_at_floor, threshold_trial
+from baleen_core.condensing.layouts import Sentence
+from baleen_core.config import CondenserConfig
 
 
 def test_threshold_trial_scores_final_facts_against_the_whole_gold_set_hand_worked():
@@ -43,3 +46,30 @@ def test_calibrate_threshold_scores_each_run_on_the_claims_with_gold_facts():
     assert [t.threshold for t in trials] == [0.0, -1.0] and all(t.claims == 2 for t in trials)
     assert trials[0].final_fact_f1 == pytest.approx((1 + 2 / 3) / 2) and trials[1].final_fact_f1 == pytest.approx(0.9)
     assert best is trials[1]
+
+
+def _read(hops: int, pids: list[int], scores: list[float]) -> LastRead:
+    return LastRead(hops, tuple(Sentence(pid, 0, f"T{pid}", f"s{pid}") for pid in pids), tuple(scores))
+
+
+def test_evidence_at_floor_recuts_the_last_read():
+    read = _read(3, [4, 5, 6, 7], [2.0, 0.5, -0.5, -1.5])
+    condenser = CondenserConfig()
+    assert evidence_at_floor(read, 0.0, condenser) == [(4, 0), (5, 0)]
+    assert evidence_at_floor(read, -1.0, condenser) == [(4, 0), (5, 0), (6, 0)]
+    assert evidence_at_floor(read, -math.inf, condenser) == [(4, 0), (5, 0), (6, 0), (7, 0)]
+    assert evidence_at_floor(read, math.inf, condenser) == [(4, 0), (5, 0)]
+
+
+def test_calibrate_evidence_floors_chooses_per_hop_count_hand_worked():
+    # 2 hops, claim a, gold (1,0) (2,0): floors inf … 0 keep the best 2, F1 1; -1 and lower add
+    # (3,0) at -0.8, F1 0.8: a tie among inf … 0 goes to 0.
+    # 3 hops, claim b, gold (4,0) (5,0) (6,0): floor 0 keeps 2 facts, F1 = 2·1·⅔/(1+⅔) = 0.8;
+    # -1 keeps 3, F1 1; -2 and lower keep 4, F1 = 2·¾·1/(¾+1) = 6/7: -1 wins.
+    reads = {"a": _read(2, [1, 2, 3], [1.0, -0.5, -0.8]), "b": _read(3, [4, 5, 6, 7], [2.0, 0.5, -0.5, -1.5])}
+    gold = {"a": {(1, 0), (2, 0)}, "b": {(4, 0), (5, 0), (6, 0)}}
+    chosen = calibrate_evidence_floors(reads, gold, CondenserConfig())
+    assert {hops: best.threshold for hops, (best, _) in chosen.items()} == {2: 0.0, 3: -1.0}
+    trials = {t.threshold: t.final_fact_f1 for t in chosen[3][1]}
+    assert trials[0.0] == pytest.approx(0.8) and trials[-1.0] == 1.0 and trials[-2.0] == pytest.approx(6 / 7) and trials[math.inf] == pytest.approx(0.8)
+    assert all(t.claims == 1 for _, trials_of in chosen.values() for t in trials_of)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pickle
 
 import pytest
@@ -124,6 +125,19 @@ def test_evidence_keeps_the_reference_l3x_facts_hand_worked():
     # a positive second best: the rule is "> 0", so all positive ones of the best 5 (ties at the top included)
     assert evidence_facts([a, b, c, d], [1.0, 1.0, 1.0, -0.2]) == [(c, 1.0), (b, 1.0), (a, 1.0)]
     assert evidence_facts([a, b, c, d], [2.0, -0.5, 1.0, 0.0]) == [(a, 2.0), (c, 1.0)]  # 0.0 is not above 0
+
+
+def test_evidence_floor_moves_the_zero_of_the_rule_hand_worked():
+    a, b, c, d, e = fact(1), fact(2), fact(3), fact(4), fact(5)
+    scores = [2.0, 0.5, -0.5, -1.5, -2.5]
+    assert evidence_facts([a, b, c, d, e], scores) == [(a, 2.0), (b, 0.5)]  # floor 0: above 0 only
+    assert evidence_facts([a, b, c, d, e], scores, floor=-1.0) == [(a, 2.0), (b, 0.5), (c, -0.5)]
+    assert evidence_facts([a, b, c, d, e], scores, floor=-2.0) == [(a, 2.0), (b, 0.5), (c, -0.5), (d, -1.5)]
+    # a floor above the second best is the second best: exactly the best 2
+    assert evidence_facts([a, b, c, d, e], scores, floor=1.0) == [(a, 2.0), (b, 0.5)]
+    assert evidence_facts([a, b, c, d, e], [3.0, 2.0, 1.0, 0.5, 0.2], floor=math.inf) == [(a, 3.0), (b, 2.0)]
+    # -inf: the whole best 5, still cut to the first 4 passages
+    assert evidence_facts([a, b, c, d, e], scores, floor=-math.inf) == [(a, 2.0), (b, 0.5), (c, -0.5), (d, -1.5)]
 
 
 def test_evidence_with_fewer_than_two_candidates_keeps_what_there_is():

@@ -1,0 +1,183 @@
+"""The evidence rule's floor chosen per hop count, judged on held-out training claims (issue 50).
+
+The reference's evidence (L3x) keeps, of stage 2's best 5 facts at the last hop, those above
+min(0, the second best). On the held-out training claims most 3- and 4-hop claims end with fewer
+passages than they need. This benchmark moves the rule's 0 to a floor chosen per hop count
+(``baleen_core.condensing.calibration.calibrate_evidence_floors``) on the calibration claims of a
+training run (the held-out share of its label rounds, which the engine already ran at the
+chosen context threshold: ``reader-facts-tT``), then applies the chosen floors to the newest
+evaluation of the full system on the pack's claims. The floor steers no hop, so re-cutting each
+claim's last stage-2 read (``hop_traces``) is exact; the script checks that floor 0 gives back
+the engine's own evidence and metrics for every claim before it trusts a re-cut.
+
+    python benchmarks/evidence_floors.py --work DIR --out benchmarks/results/NAME.json
+
+``DIR`` is a ``benchmarks/training.py`` work directory evaluated by ``benchmarks/evaluation.py``
+(``DIR@RUN_ID`` takes that evaluation run instead of the newest). The file holds three rule
+"systems" on the same claims: ``l3x`` (the engine's, floor 0), ``floor-per-hops`` (the chosen
+floors) and ``first-h-passages`` (a diagnostic, not a candidate: the facts of the first H
+distinct passages of stage 2's whole ranking, H the claim's hop count), paired against ``l3x``.
+Label accuracy and the HoVer score are left out of the re-cut rules: the reader read the
+engine's evidence, not theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from baleen_core.condensing.calibration import LastRead
+    from baleen_core.config import CondenserConfig
+    from baleen_storage import ArtifactRef, ArtifactStore
+
+TRACE_COLUMNS = ["uid", "hop", "stage2_pids", "stage2_sids", "stage2_scores", "evidence_pids", "evidence_sids"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", required=True, help="a training benchmark's --work directory, WORK[@EVAL_RUN_ID]")
+    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    work_given, _, run_id = args.work.partition("@")
+    work = Path(work_given)
+    if not (work / "store").is_dir():
+        sys.exit(f"{work} holds no store: run benchmarks/training.py and benchmarks/evaluation.py --work {work} first")
+    os.environ.setdefault("BALEEN_HOME", str(work / "home"))
+    from baleen_core.condensing.calibration import calibrate_evidence_floors, evidence_at_floor
+    from baleen_core.config import CondenserConfig
+    from baleen_core.results import results_document, results_table
+    from baleen_storage import ArtifactStore, StoreError
+
+    store = ArtifactStore(work / "store")
+    try:
+        evaluated = store.get("hop_traces", run_id, "eval-baleen") if run_id else store.latest("hop_traces", "eval-baleen")
+        metrics = store.get("claim_metrics", evaluated.manifest.run_id, "eval-baleen")
+    except StoreError as err:
+        sys.exit(f"{work}: {err}")
+    condenser = CondenserConfig(**evaluated.manifest.params["condenser"])
+    calibration = calibration_traces(store, evaluated, condenser.stage2_threshold)
+    gold_ref = store.find("gold_facts", None, evaluated.manifest.inputs["claims"])
+    if gold_ref is None:
+        sys.exit(f"{work}: no gold_facts with the evaluation's claims fingerprint")
+    gold = gold_facts(store, gold_ref)
+
+    calibration_reads = last_reads(store, calibration, condenser)
+    chosen = calibrate_evidence_floors(calibration_reads, gold, condenser)
+    floors = {hops: best.threshold for hops, (best, _) in chosen.items()}
+    print(f"{len(calibration_reads)} calibration claims ({calibration.manifest.producer}, run {calibration.manifest.run_id}): floors {floors}")
+
+    rows = store.read_table(metrics).to_pylist()
+    reads = last_reads(store, evaluated, condenser)
+    systems = {
+        "floor-per-hops": [recut(r, reads[r["uid"]], evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), condenser), gold[r["uid"]]) for r in rows],
+        "l3x": rows,
+        "first-h-passages": [recut(r, reads[r["uid"]], first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
+    }
+    mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, reads[r["uid"]], evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]), r)]
+    if mismatched:
+        sys.exit(f"floor 0 does not give back the engine's metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
+    document = results_document(systems, {}, args.split, None, main="floor-per-hops")
+    document["evidence_floors"] = {
+        "chosen": {str(h): _floor(f) for h, f in floors.items()},
+        "calibration": {"claims": len(calibration_reads), "hop_traces_run": calibration.manifest.run_id, "producer": calibration.manifest.producer},
+        "evaluation_run": evaluated.manifest.run_id,
+        "trials": {str(h): [{"floor": _floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4), "mean_final_facts": round(t.mean_final_facts, 3)} for t in trials] for h, (_, trials) in chosen.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    print(results_table(document, ["passage_em", "passage_f1", "sentence_em", "sentence_f1"]))
+    print(f"\nwritten: {args.out}")
+
+
+def calibration_traces(store: ArtifactStore, evaluated: ArtifactRef, threshold: float) -> ArtifactRef:
+    """The engine run over the training run's calibration claims at the context threshold the
+    evaluation ran with, by the same stage 2 (the newest if several)."""
+    found = [
+        ref
+        for ref in store.refs("hop_traces")
+        if ref.manifest.producer.startswith("reader-facts-t")
+        and ref.manifest.inputs.get("stage2") == evaluated.manifest.inputs.get("stage2")
+        and ref.manifest.params["condenser"]["stage2_threshold"] == threshold
+    ]
+    if not found:
+        sys.exit(f"no calibration run (reader-facts-t*) at threshold {threshold} with the evaluated stage 2")
+    return max(found, key=lambda ref: ref.manifest.created_at)
+
+
+def gold_facts(store: ArtifactStore, ref: ArtifactRef) -> dict[str, set[tuple[int, int]]]:
+    gold: dict[str, set[tuple[int, int]]] = {}
+    for fact in store.read_table(ref, ["uid", "pid", "sid"]).to_pylist():
+        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
+    return gold
+
+
+def last_reads(store: ArtifactStore, traces: ArtifactRef, condenser: CondenserConfig) -> dict[str, LastRead]:
+    """Each claim's last hop: what stage 2 read and its scores. Its recorded evidence must be
+    what the rule gives at floor 0, or the traces were made by another rule."""
+    from baleen_core.condensing.calibration import LastRead, evidence_at_floor
+    from baleen_core.condensing.layouts import Sentence
+
+    last: dict[str, dict] = {}
+    for t in store.read_table(traces, TRACE_COLUMNS).to_pylist():
+        if t["uid"] not in last or t["hop"] > last[t["uid"]]["hop"]:
+            last[t["uid"]] = t
+    reads = {}
+    for uid, t in last.items():
+        read = LastRead(t["hop"], tuple(Sentence(p, s, "", "") for p, s in zip(t["stage2_pids"], t["stage2_sids"], strict=True)), tuple(t["stage2_scores"]))
+        if evidence_at_floor(read, 0.0, condenser) != list(zip(t["evidence_pids"], t["evidence_sids"], strict=True)):
+            sys.exit(f"{traces.manifest.producer} {uid}: the recorded evidence is not the rule's at floor 0")
+        reads[uid] = read
+    return reads
+
+
+def first_passages(read: LastRead, hops: int) -> list[tuple[int, int]]:
+    """The facts of the first ``hops`` distinct passages of stage 2's whole ranking."""
+    from baleen_core.condensing.condense import ranked_by_score
+
+    ranked = [fact.key for fact, _ in ranked_by_score(read.candidates, read.scores)]
+    keep = set(list(dict.fromkeys(pid for pid, _ in ranked))[:hops])
+    return [key for key in ranked if key[0] in keep]
+
+
+def recut(row: dict, read: LastRead, facts: list[tuple[int, int]], gold: set[tuple[int, int]]) -> dict:
+    """``row`` (a claim_metrics row) with its evidence metrics for ``facts``; label accuracy and
+    the HoVer score dropped (the reader read other facts)."""
+    from baleen_core.metrics import set_prf
+
+    passage = set_prf({pid for pid, _ in facts}, {pid for pid, _ in gold})
+    sentence = set_prf(facts, gold)
+    return {
+        **row,
+        "passage_precision": passage.precision,
+        "passage_recall": passage.recall,
+        "passage_f1": passage.f1,
+        "passage_em": passage.em,
+        "sentence_precision": sentence.precision,
+        "sentence_recall": sentence.recall,
+        "sentence_f1": sentence.f1,
+        "sentence_em": sentence.em,
+        "final_facts": len(facts),
+        "final_passages": len({pid for pid, _ in facts}),
+        "label_accuracy": None,
+        "hover_score": None,
+    }
+
+
+def same_metrics(recut_row: dict, engine_row: dict) -> bool:
+    keys = ("passage_f1", "passage_em", "sentence_f1", "sentence_em", "final_facts", "final_passages")
+    return all(abs(float(recut_row[k]) - float(engine_row[k])) < 1e-9 for k in keys)
+
+
+def _floor(value: float) -> float | str:
+    """JSON has no infinity: "inf" / "-inf"."""
+    return value if abs(value) != float("inf") else ("inf" if value > 0 else "-inf")
+
+
+if __name__ == "__main__":
+    main()
