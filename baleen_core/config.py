@@ -10,17 +10,43 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator, model_validator
 
 from baleen_core.runtime import baleen_home
 
 SourceKind = Literal["abstracts", "beir"]
 SplitterName = Literal["blingfire", "pysbd"]
+
+#: The evidence floors the calibration tries per hop count: inf keeps exactly the best
+#: ``evidence_min_facts`` (2) facts, -inf the whole best ``max_kept`` (5); 0 is the reference's.
+EVIDENCE_FLOOR_GRID = (math.inf, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -math.inf)
+
+
+def _not_nan(value: float) -> float:
+    if math.isnan(value):
+        raise ValueError("an evidence floor is a stage-2 score (a logit) or ±inf, not NaN")
+    return value
+
+
+def json_floor(value: float) -> float | str:
+    """A floor as JSON holds it: ±inf as "inf" / "-inf" (JSON has no infinity; both read back)."""
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def parse_floors(floors: Mapping[int | str, float | str]) -> dict[int, float]:
+    """Floors per hop count as a manifest or a JSON file holds them (keys and ±inf as strings)."""
+    return {int(hops): float(floor) for hops, floor in floors.items()}
+
+
+#: A stage-2 score bound that may be ±inf, written to JSON as a string.
+Floor = Annotated[float, AfterValidator(_not_nan), PlainSerializer(json_floor, when_used="json")]
 
 #: File names of HoVer releases, by split, that ``DatasetConfig.discover`` recognises.
 _CLAIM_FILE_PATTERNS = {
@@ -318,6 +344,16 @@ class ThresholdCalibrationConfig(_Strict):
         description="Stage-2 scores (logits) tried: 4, 3, 2, 1, 0, -1, -2 keep facts stage 2 thinks gold with P above 0.98, 0.95, 0.88, 0.73, "
         "0.5, 0.27, 0.12.",
     )
+    evidence_floors: bool = Field(
+        default=True,
+        description="Also choose the evidence rule's floor per hop count on the same claims' last stage-2 reads (condenser.evidence_floors); "
+        "off: condenser.evidence_floors as given.",
+    )
+    evidence_floor_grid: list[Floor] = Field(
+        default_factory=lambda: list(EVIDENCE_FLOOR_GRID),
+        min_length=1,
+        description="Evidence floors tried per hop count: inf keeps exactly the best evidence_min_facts facts, -inf all of the best max_kept; 0 is the reference's.",
+    )
 
 
 class TrainingConfig(_Strict):
@@ -363,6 +399,12 @@ class CondenserConfig(_Strict):
     )
     evidence_min_facts: int = Field(default=2, ge=1, description="The evidence keeps every fact above min(0, this-th best score): at least this many (the reference's L3x: 2).")
     evidence_max_passages: int = Field(default=4, ge=1, description="The evidence keeps the facts of this many distinct passages at most, the best first (the reference's L3x: 4).")
+    evidence_floors: dict[int, Floor] = Field(
+        default_factory=dict,
+        description="The evidence rule's 0, per hop count (the claim's num_hops): the evidence keeps facts above min(floor, the "
+        "evidence_min_facts-th best score); a hop count not given uses 0 (the reference). With training.calibration.evidence_floors on, the "
+        "floors chosen in training (recorded with the reader) are used instead.",
+    )
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     gpu_batch_tokens: int | None = Field(default=32_768, ge=512, description="On a GPU, inference batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -377,6 +419,10 @@ class CondenserConfig(_Strict):
 
     def resolved_backbone(self) -> str:
         return self.backbone or default_backbone()
+
+    def evidence_floor(self, hops: int) -> float:
+        """The evidence rule's floor for a claim of ``hops`` hops (0, the reference's, unless set)."""
+        return self.evidence_floors.get(hops, 0.0)
 
     def start(self, stage: Literal["stage1", "stage2"]) -> str:
         """Where training of ``stage`` starts: its saved checkpoint, else the backbone."""
@@ -530,6 +576,11 @@ class BaleenConfig(_Strict):
     def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
         """The same settings with ``condenser.stage2_threshold`` replaced (the calibrated one)."""
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"stage2_threshold": threshold})})
+
+    def with_evidence_floors(self, floors: Mapping[int | str, float | str]) -> BaleenConfig:
+        """The same settings with ``condenser.evidence_floors`` replaced (the calibrated ones, as
+        a manifest holds them: keys and ±inf may be strings)."""
+        return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_floors": parse_floors(floors)})})
 
     @classmethod
     def load(cls, path: Path | str | None) -> BaleenConfig:

@@ -16,7 +16,9 @@ reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py`` and
    whose facts all score below 0 hands on an empty context, as the reference does;
 5. the **evidence**: those above min(0, the second best) — at least 2 — from the first 4
    distinct passages (the reference's ``L3x``; :func:`~baleen_core.condensing.evidence_facts`).
-   The last hop's evidence is the claim's final facts: 2 to 5 facts from at most 4 passages.
+   The 0 is ``condenser.evidence_floor(num_hops)``: the reference's 0 unless a floor per hop
+   count was chosen in training (``condenser.evidence_floors``). The last hop's evidence is the
+   claim's final facts: 2 to 5 facts from at most 4 passages.
 
 After the last hop the reader gives P(SUPPORTED) from claim + the final facts. All claims at the
 same hop are condensed in one batched call.
@@ -52,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts
+from baleen_core.condensing.calibration import LastRead
 from baleen_core.config import CondenserConfig, ReaderConfig
 
 #: Passages retrieved per claim over all its hops (Baleen's and HoVer's Retrieval@100).
@@ -94,6 +97,12 @@ class Verdict:
     def retrieved_pids(self) -> list[int]:
         """Every passage the condensers read, in hop then rank order (a passage may recur)."""
         return [pid for hop in self.hops for pid, _ in hop.retrieved]
+
+    def last_read(self, num_hops: int) -> LastRead:
+        """What stage 2 read at the last hop and its scores, for the claim's hop count: the
+        evidence at any floor follows from it (nothing read when no hop ran)."""
+        read = self.hops[-1].stage2 if self.hops else []
+        return LastRead(num_hops, tuple(s for s, _ in read), tuple(x for _, x in read))
 
     @property
     def pool(self) -> list[int]:
@@ -199,7 +208,7 @@ def verify_claims_at_thresholds(
         if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
             raise MissingPassageText(missing)
         passages = [[texts[pid] for pid, _ in r] for r in read]
-        condensed = condense_hop(stage1, stage2, [c.claim for c in claims_of], facts, passages, condenser)
+        condensed = condense_hop(stage1, stage2, [c.claim for c in claims_of], facts, passages, condenser, [c.num_hops for c in claims_of])
         query_of = {key: q for q, key in enumerate(shared)}
         for r in active:
             (c, t), q = runs[r], query_of[_query_key(runs, context, r)]

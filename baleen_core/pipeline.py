@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from baleen_core.condensing import SequenceModel
-from baleen_core.condensing.calibration import calibrate_threshold
-from baleen_core.config import BaleenConfig, LabelConfig
+from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors
+from baleen_core.config import BaleenConfig, LabelConfig, json_floor, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
@@ -173,6 +173,7 @@ class Trained:
     reader: SequenceModel
     condenser_labels: list[dict]  # hop_labels rows
     context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
+    evidence_floors: dict[int, float]  # the evidence rule's floor per hop count, chosen on the same claims (empty: 0, the reference's)
 
 
 def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch: int | None = None) -> FliprSearcher:
@@ -235,9 +236,16 @@ def train_condensers_and_reader(
             claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
         )
         best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
+        reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in runs[thresholds.index(best.threshold)]}
+        floors = dict(condenser.evidence_floors)
+        if training.calibration.evidence_floors:
+            chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
+            floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
+            calibration["evidence_floor_trials"] = {str(hops): [{**asdict(t), "threshold": json_floor(t.threshold)} for t in tried] for hops, (_, tried) in chosen.items()}
         calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
-        logger.info("context threshold: %s", calibration)
-        final = {v.uid: tuple(s.fact for s, _ in v.facts) for v in runs[thresholds.index(best.threshold)]}
+        calibration["evidence_floors"] = {str(hops): json_floor(floor) for hops, floor in floors.items()}
+        logger.info("context threshold and evidence floors: %s", calibration)
+        final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in evidence_at_floors(reads, floors, condenser).items()}
         gold = {
             uid: ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], tuple(corpus.fact(pid, sid) for pid, sid in sorted(claims.gold[uid])))
             for uid in claims.uids("train", config.labels.max_claims)
@@ -313,7 +321,8 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
     (stage1, stage2, reader), condenser_records, tokenized = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
-    return Trained(flipr, index, stage1, stage2, reader, labels, condenser_records["reader"]["calibration"]["threshold"]), {
+    calibration = condenser_records["reader"]["calibration"]
+    return Trained(flipr, index, stage1, stage2, reader, labels, calibration["threshold"], parse_floors(calibration.get("evidence_floors", {}))), {
         "flipr_steps_per_s": round(float(np.mean([m["steps_per_s"] for m in flipr_steps])), 2),
         "seconds": round(time.perf_counter() - started, 1),
         "train_claims": len(gold),
@@ -380,7 +389,7 @@ def evaluate_pipeline(
     first ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise
     also pay for the device's kernel and allocator warm-up."""
     engine: dict = {}
-    config = config.with_stage2_threshold(trained.context_threshold)
+    config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors)
     retrievers = {  # query_batch: FLIPR's queries searched together (None: the searcher's default)
         "baleen": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
         "single-hop": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
@@ -404,6 +413,7 @@ def evaluate_pipeline(
         "split": ev.split,
         "claims": len(dev),
         "stage2_threshold": config.condenser.stage2_threshold,
+        "evidence_floors": {str(hops): json_floor(floor) for hops, floor in config.condenser.evidence_floors.items()},
         "majority_class": majority_class(metric_rows[main]),
         "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
         "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},

@@ -118,9 +118,10 @@ def main() -> None:
                "reader": config.reader.model_dump(mode="json", include={"scoring", "fact_maxlen", "maxlen"}),
                "training_wall": json.loads(training_wall.read_text()) if training_wall.exists() else None}
     claims = store.latest("claims", "claims")
-    budgets["condenser"]["stage2_threshold"] = next(  # the reader's (calibrated) threshold is the one the predictions were made with
-        (ref.manifest.params["condenser"]["stage2_threshold"] for key, ref in refs.items() if key == "baleen/predictions"), config.condenser.stage2_threshold
-    )
+    made_with = next((ref.manifest.params["condenser"] for key, ref in refs.items() if key == "baleen/predictions"), {})
+    # the reader's (calibrated) threshold and evidence floors are the ones the predictions were made with
+    budgets["condenser"]["stage2_threshold"] = made_with.get("stage2_threshold", config.condenser.stage2_threshold)
+    budgets["condenser"]["evidence_floors"] = made_with.get("evidence_floors", {})
     document = results_document(
         metric_rows, speed, args.split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed,
         unresolved_claims=unresolved_claims(store, claims, "dev"),

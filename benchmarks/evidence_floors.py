@@ -35,9 +35,6 @@ if TYPE_CHECKING:
     from baleen_core.config import CondenserConfig
     from baleen_storage import ArtifactRef, ArtifactStore
 
-TRACE_COLUMNS = ["uid", "hop", "stage2_pids", "stage2_sids", "stage2_scores", "evidence_pids", "evidence_sids"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, help="a training benchmark's --work directory, WORK[@EVAL_RUN_ID]")
@@ -50,9 +47,10 @@ def main() -> None:
         sys.exit(f"{work} holds no store: run benchmarks/training.py and benchmarks/evaluation.py --work {work} first")
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))
     from baleen_core.condensing.calibration import calibrate_evidence_floors, evidence_at_floor
-    from baleen_core.config import CondenserConfig
+    from baleen_core.config import CondenserConfig, json_floor
     from baleen_core.results import results_document, results_table
     from baleen_storage import ArtifactStore, StoreError
+    from baleen_tasks.condensing import gold_fact_sets
 
     store = ArtifactStore(work / "store")
     try:
@@ -62,32 +60,33 @@ def main() -> None:
         sys.exit(f"{work}: {err}")
     condenser = CondenserConfig(**evaluated.manifest.params["condenser"])
     calibration = calibration_traces(store, evaluated, condenser.stage2_threshold)
+    claims = store.find("claims", None, evaluated.manifest.inputs["claims"])
     gold_ref = store.find("gold_facts", None, evaluated.manifest.inputs["claims"])
-    if gold_ref is None:
-        sys.exit(f"{work}: no gold_facts with the evaluation's claims fingerprint")
-    gold = gold_facts(store, gold_ref)
+    if claims is None or gold_ref is None:
+        sys.exit(f"{work}: no claims or gold_facts with the evaluation's claims fingerprint")
+    gold = gold_fact_sets(store, gold_ref)
 
-    calibration_reads = last_reads(store, calibration, condenser)
+    calibration_reads = checked_last_reads(store, calibration, claims, condenser)
     chosen = calibrate_evidence_floors(calibration_reads, gold, condenser)
     floors = {hops: best.threshold for hops, (best, _) in chosen.items()}
     print(f"{len(calibration_reads)} calibration claims ({calibration.manifest.producer}, run {calibration.manifest.run_id}): floors {floors}")
 
     rows = store.read_table(metrics).to_pylist()
-    reads = last_reads(store, evaluated, condenser)
+    reads = checked_last_reads(store, evaluated, claims, condenser)
     systems = {
-        "floor-per-hops": [recut(r, reads[r["uid"]], evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), condenser), gold[r["uid"]]) for r in rows],
+        "floor-per-hops": [recut(r, evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), condenser), gold[r["uid"]]) for r in rows],
         "l3x": rows,
-        "first-h-passages": [recut(r, reads[r["uid"]], first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
+        "first-h-passages": [recut(r, first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
     }
-    mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, reads[r["uid"]], evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]), r)]
+    mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]), r)]
     if mismatched:
         sys.exit(f"floor 0 does not give back the engine's metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
     document = results_document(systems, {}, args.split, None, main="floor-per-hops")
     document["evidence_floors"] = {
-        "chosen": {str(h): _floor(f) for h, f in floors.items()},
+        "chosen": {str(h): json_floor(f) for h, f in floors.items()},
         "calibration": {"claims": len(calibration_reads), "hop_traces_run": calibration.manifest.run_id, "producer": calibration.manifest.producer},
         "evaluation_run": evaluated.manifest.run_id,
-        "trials": {str(h): [{"floor": _floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4), "mean_final_facts": round(t.mean_final_facts, 3)} for t in trials] for h, (_, trials) in chosen.items()},
+        "trials": {str(h): [{"floor": json_floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4), "mean_final_facts": round(t.mean_final_facts, 3)} for t in trials] for h, (_, trials) in chosen.items()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
@@ -110,29 +109,16 @@ def calibration_traces(store: ArtifactStore, evaluated: ArtifactRef, threshold: 
     return max(found, key=lambda ref: ref.manifest.created_at)
 
 
-def gold_facts(store: ArtifactStore, ref: ArtifactRef) -> dict[str, set[tuple[int, int]]]:
-    gold: dict[str, set[tuple[int, int]]] = {}
-    for fact in store.read_table(ref, ["uid", "pid", "sid"]).to_pylist():
-        gold.setdefault(fact["uid"], set()).add((fact["pid"], fact["sid"]))
-    return gold
+def checked_last_reads(store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef, condenser: CondenserConfig) -> dict[str, LastRead]:
+    """Each claim's last stage-2 read (the training flow's ``last_reads_of``); its recorded
+    evidence must be what the rule gives at floor 0, or the traces were made by another rule."""
+    from baleen_core.condensing.calibration import evidence_at_floor
+    from baleen_tasks.condensing import final_facts_of, last_reads_of
 
-
-def last_reads(store: ArtifactStore, traces: ArtifactRef, condenser: CondenserConfig) -> dict[str, LastRead]:
-    """Each claim's last hop: what stage 2 read and its scores. Its recorded evidence must be
-    what the rule gives at floor 0, or the traces were made by another rule."""
-    from baleen_core.condensing.calibration import LastRead, evidence_at_floor
-    from baleen_core.condensing.layouts import Sentence
-
-    last: dict[str, dict] = {}
-    for t in store.read_table(traces, TRACE_COLUMNS).to_pylist():
-        if t["uid"] not in last or t["hop"] > last[t["uid"]]["hop"]:
-            last[t["uid"]] = t
-    reads = {}
-    for uid, t in last.items():
-        read = LastRead(t["hop"], tuple(Sentence(p, s, "", "") for p, s in zip(t["stage2_pids"], t["stage2_sids"], strict=True)), tuple(t["stage2_scores"]))
-        if evidence_at_floor(read, 0.0, condenser) != list(zip(t["evidence_pids"], t["evidence_sids"], strict=True)):
+    reads, recorded = last_reads_of(store, traces, claims), final_facts_of(store, traces)
+    for uid, read in reads.items():
+        if evidence_at_floor(read, 0.0, condenser) != recorded[uid]:
             sys.exit(f"{traces.manifest.producer} {uid}: the recorded evidence is not the rule's at floor 0")
-        reads[uid] = read
     return reads
 
 
@@ -145,38 +131,19 @@ def first_passages(read: LastRead, hops: int) -> list[tuple[int, int]]:
     return [key for key in ranked if key[0] in keep]
 
 
-def recut(row: dict, read: LastRead, facts: list[tuple[int, int]], gold: set[tuple[int, int]]) -> dict:
-    """``row`` (a claim_metrics row) with its evidence metrics for ``facts``; label accuracy and
-    the HoVer score dropped (the reader read other facts)."""
-    from baleen_core.metrics import set_prf
+def recut(row: dict, facts: list[tuple[int, int]], gold: set[tuple[int, int]]) -> dict:
+    """``row`` (a claim_metrics row) with its evidence metrics for ``facts`` (HoVer's, as the
+    evaluation scores them); label accuracy and the HoVer score dropped (the reader read other facts)."""
+    from baleen_core.metrics import score_claim
 
-    passage = set_prf({pid for pid, _ in facts}, {pid for pid, _ in gold})
-    sentence = set_prf(facts, gold)
-    return {
-        **row,
-        "passage_precision": passage.precision,
-        "passage_recall": passage.recall,
-        "passage_f1": passage.f1,
-        "passage_em": passage.em,
-        "sentence_precision": sentence.precision,
-        "sentence_recall": sentence.recall,
-        "sentence_f1": sentence.f1,
-        "sentence_em": sentence.em,
-        "final_facts": len(facts),
-        "final_passages": len({pid for pid, _ in facts}),
-        "label_accuracy": None,
-        "hover_score": None,
-    }
+    scored = score_claim(facts, [], [], gold, int(row["num_hops"]), "", None, 1)
+    evidence = {k: v for k, v in scored.items() if k.startswith(("passage_", "sentence_"))}
+    return {**row, **evidence, "final_facts": len(facts), "final_passages": len({pid for pid, _ in facts}), "label_accuracy": None, "hover_score": None}
 
 
 def same_metrics(recut_row: dict, engine_row: dict) -> bool:
     keys = ("passage_f1", "passage_em", "sentence_f1", "sentence_em", "final_facts", "final_passages")
     return all(abs(float(recut_row[k]) - float(engine_row[k])) < 1e-9 for k in keys)
-
-
-def _floor(value: float) -> float | str:
-    """JSON has no infinity: "inf" / "-inf"."""
-    return value if abs(value) != float("inf") else ("inf" if value > 0 else "-inf")
 
 
 if __name__ == "__main__":

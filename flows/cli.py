@@ -380,8 +380,8 @@ def verify(
     from baleen_tasks.evaluation import trained_config
 
     cfg, db, models, _, _ = _evaluation_setup(config, system)
-    threshold = trained_config(cfg, models).condenser.stage2_threshold  # the context threshold the reader was trained with
-    typer.echo(f"context threshold (the reader's, chosen in training): {threshold:g}")
+    condenser = trained_config(cfg, models).condenser  # the context threshold and evidence floor the reader was trained with
+    typer.echo(f"context threshold (the reader's, chosen in training): {condenser.stage2_threshold:g}; evidence floor at {hops} hops: {condenser.evidence_floor(hops):g}")
     verdict, titles = verify_claim(db, cfg, claim, hops, system, models)
     for h in verdict.hops:
         typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages read")

@@ -6,13 +6,14 @@
     → condenser stage 1 → condenser stage 2 (on the last labels)
     → the engine without its reader over the held-out training claims, at every context threshold (one pass)
     → the context threshold whose final facts match the gold ones best (``training.calibration``)
-    → reader (on that threshold's final facts and on gold facts)
+    → the evidence floor per hop count whose re-cut evidence matches them best (``training.calibration.evidence_floors``)
+    → reader (on that run's final facts at those floors and on gold facts)
     → condensers and reader on the dev claims' gold passages
 
 No label round labels the held-out training claims (``labels.held_out_share``), so neither FLIPR
 nor the condensers train on them: the context threshold is chosen on the facts the engine finds
 for claims it has never seen, and the reader learns from them, as it will read them on dev (the
-evaluation runs the engine with the threshold the reader was trained with).
+evaluation runs the engine with the threshold and floors the reader was trained with).
 
 :func:`condensers_flow` runs only the last two lines, on one round's labels (e.g. after
 ``baleen labels --round 1``, to train the condensers on FLIPR's negatives without training FLIPR
@@ -34,7 +35,14 @@ from baleen_storage import ArtifactRef, ArtifactStore, new_run_id
 from baleen_storage.indexes import FULL_INTERACTION_TAG, PRODUCER as UNTRAINED_INDEX_PRODUCER, newest_trained_index, trained_flipr_tag
 from baleen_storage.lineage import index_for, passages_for_claims
 from baleen_tasks.catalog import refresh_catalog
-from baleen_tasks.condensing import choose_context_threshold, evaluate_condensers, train_claim_reader, train_condenser_stage1, train_condenser_stage2
+from baleen_tasks.condensing import (
+    choose_context_threshold,
+    choose_evidence_floors,
+    evaluate_condensers,
+    train_claim_reader,
+    train_condenser_stage1,
+    train_condenser_stage2,
+)
 from baleen_tasks.evaluation import verify_held_out
 from baleen_tasks.labels import label_round, labels_producer
 from baleen_tasks.training import retrieval_recall, train_flipr_on_labels
@@ -105,8 +113,9 @@ def train_condensers_and_reader(
 ) -> dict[str, ArtifactRef]:
     """Stage 1 → stage 2 (on stage 1's candidates) → the engine (FLIPR ``index``, both stages, no
     reader) over the held-out training claims, at every context threshold of the calibration →
-    the threshold chosen on them → reader (on that threshold's final facts and on gold facts),
-    then all three on the dev claims' gold passages."""
+    the threshold chosen on them → the evidence floor per hop count chosen on that run's last
+    stage-2 reads → reader (on that run's final facts at those floors and on gold facts), then all
+    three on the dev claims' gold passages."""
     root, round_number, training = str(config.store_root), labels.manifest.params.get("round", 0), config.training
     data = (claims, gold_facts, passages, sentences)
     stage1 = train_condenser_stage1(root, labels, *data, config.condenser, training.stage1, round_number, run_id, force)["stage1_checkpoint"]
@@ -117,7 +126,8 @@ def train_condensers_and_reader(
         validate_artifact(root, "hop_traces", {"hop_traces": traces})
     chosen = choose_context_threshold(root, runs, gold_facts)["threshold"] if len(runs) > 1 else runs[0][0]
     engine_facts = dict(runs)[chosen]
-    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force)["reader_checkpoint"]
+    floors = choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid)["floors"] if training.calibration.evidence_floors else None
+    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
     return {"stage1": stage1, "stage2": stage2, "reader_facts": engine_facts, "reader": reader}
 

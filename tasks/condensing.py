@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import calibrate_threshold
+from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floor, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -144,7 +144,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
 #: examples depend on them; the reader's do, through the fingerprint of the engine run it reads
 #: (which holds the threshold it really ran with, calibrated or not)
-KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages")
+KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors")
 
 
 def training_layout(condenser: CondenserConfig) -> dict:
@@ -245,12 +245,15 @@ def train_claim_reader(
     round_number: int,
     run_id: str,
     force: bool = False,
+    evidence_floors: Mapping[str, float | str] | None = None,
 ) -> dict[str, ArtifactRef]:
     """The reader on the final facts of ``engine_facts`` (the ``hop_traces`` of the engine's run
     over the held-out training claims at the chosen context threshold,
-    :func:`~baleen_tasks.evaluation.verify_held_out`) and on gold facts: of those claims and of up
-    to ``max_examples`` other training claims. Its manifest records that threshold
-    (``context_threshold``): the engine runs with it whenever this reader reads its facts."""
+    :func:`~baleen_tasks.evaluation.verify_held_out`; re-cut at ``evidence_floors`` when they were
+    chosen, :func:`choose_evidence_floors`) and on gold facts: of those claims and of up to
+    ``max_examples`` other training claims. Its manifest records that threshold
+    (``context_threshold``) and those floors (``evidence_floors``): the engine runs with them
+    whenever this reader reads its facts."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
@@ -259,12 +262,14 @@ def train_claim_reader(
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
         "context_threshold": engine_facts.manifest.params["condenser"]["stage2_threshold"],
     }
+    if evidence_floors:  # absent when none were chosen: readers trained before the floors stay reusable
+        params["evidence_floors"] = dict(evidence_floors)
     start = str(reader.checkpoint or reader.resolved_backbone())
     inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples)
+    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors)
     examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
@@ -281,11 +286,24 @@ def train_claim_reader(
 
 
 def read_reader_claims(
-    store: ArtifactStore, engine_facts: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, most_others: int | None
+    store: ArtifactStore,
+    engine_facts: ArtifactRef,
+    claims: ArtifactRef,
+    gold_facts: ArtifactRef,
+    passages: ArtifactRef,
+    sentences: ArtifactRef,
+    most_others: int | None,
+    condenser: CondenserConfig | None = None,
+    evidence_floors: Mapping[str, float | str] | None = None,
 ) -> list[ReaderClaim]:
-    """Every claim of the engine run with its final facts (its last hop's evidence) and gold
-    facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
-    last = final_facts_of(store, engine_facts)
+    """Every claim of the engine run with its final facts (its last hop's evidence, re-cut at
+    ``evidence_floors`` when given) and gold facts, then up to ``most_others`` other training
+    claims (by uid) with their gold facts."""
+    if evidence_floors and condenser is not None:
+        recut = evidence_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors), condenser)
+        last = {uid: [fact.key for fact, _ in facts] for uid, facts in recut.items()}
+    else:
+        last = final_facts_of(store, engine_facts)
     texts = passages_by_pid(store, passages, sentences, {pid for facts in last.values() for pid, _ in facts})
     sentence = {s.key: s for p in texts.values() for s in p.sentences}
     gold = {
@@ -362,6 +380,42 @@ def final_facts_of(store: ArtifactStore, traces: ArtifactRef) -> dict[str, list[
         if t["uid"] not in last or t["hop"] > last[t["uid"]][0]:
             last[t["uid"]] = (t["hop"], list(zip(t["evidence_pids"], t["evidence_sids"], strict=True)))
     return {uid: facts for uid, (_, facts) in last.items()}
+
+
+def last_reads_of(store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef) -> dict[str, LastRead]:
+    """Each claim's last stage-2 read in an engine run's ``hop_traces``, with the claim's hop
+    count: the evidence at any floor follows from it. Its sentences carry (pid, sid) only: the
+    rule reads scores and keys, never the text."""
+    last: dict[str, dict] = {}
+    for t in store.read_table(traces, ["uid", "hop", "stage2_pids", "stage2_sids", "stage2_scores"]).to_pylist():
+        if t["uid"] not in last or t["hop"] > last[t["uid"]]["hop"]:
+            last[t["uid"]] = t
+    hops = {r["uid"]: r["num_hops"] for r in store.read_rows(claims, "uid", sorted(last), ["uid", "num_hops"]).to_pylist()}
+    return {
+        uid: LastRead(hops[uid], tuple(Sentence(pid, sid, "", "") for pid, sid in zip(t["stage2_pids"], t["stage2_sids"], strict=True)), tuple(t["stage2_scores"]))
+        for uid, t in last.items()
+    }
+
+
+@task(name="calibrate-evidence-floors")
+def choose_evidence_floors(store_root: str, traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, condenser: CondenserConfig, grid: Sequence[float]) -> dict:
+    """The evidence rule's floor per hop count whose evidence, re-cut from the last stage-2 read
+    of each held-out training claim in ``traces`` (the engine run at the chosen context
+    threshold), best matches the gold facts (:func:`~baleen_core.condensing.calibration.calibrate_evidence_floors`);
+    every trial is published as a table. The floors come back as JSON holds them (``"inf"``)."""
+    store = ArtifactStore(store_root)
+    reads = last_reads_of(store, traces, claims)
+    chosen = calibrate_evidence_floors(reads, gold_fact_sets(store, gold_facts, sorted(reads)), condenser, grid)
+    table = [
+        {"hops": hops, "floor": json_floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4),
+         "mean_final_facts": round(t.mean_final_facts, 3), "chosen": t is best}
+        for hops, (best, trials) in chosen.items()
+        for t in trials
+    ]
+    floors = {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
+    publish_table(key="evidence-floors", table=table, description="Evidence floors tried per hop count on the held-out training claims' last stage-2 reads")
+    run_logger().info("evidence floors %s chosen on %d held-out training claims: %s", floors, len(reads), readable([row for row in table if row["chosen"]]))
+    return {"floors": floors, "held_out_claims": len(reads), "trials": table}
 
 
 @task(name="calibrate-context-threshold")

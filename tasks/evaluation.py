@@ -57,11 +57,16 @@ def eval_producer(system: str) -> str:
 
 
 def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
-    """``config`` with the context threshold the reader was trained with (chosen in training when
-    ``training.calibration`` was on): the engine hands the reader facts made as its own were."""
+    """``config`` with the context threshold and the evidence floors the reader was trained with
+    (chosen in training when ``training.calibration`` was on): the engine hands the reader facts
+    made as its own were."""
     reader = models.get("reader")
-    threshold = None if reader is None else reader.manifest.params.get("context_threshold")
-    return config if threshold is None else config.with_stage2_threshold(float(threshold))
+    params = {} if reader is None else reader.manifest.params
+    if params.get("context_threshold") is not None:
+        config = config.with_stage2_threshold(float(params["context_threshold"]))
+    if params.get("evidence_floors") is not None:
+        config = config.with_evidence_floors(params["evidence_floors"])
+    return config
 
 
 def unresolved_claims(store: ArtifactStore, claims: ArtifactRef, split: str) -> int:
@@ -142,11 +147,10 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 
 def engine_settings(config: BaleenConfig) -> dict:
     """The condenser settings an engine run depends on (float32 is how every run before the CPU
-    precision settings existed ran: those stay reusable)."""
-    return config.condenser.model_dump(
-        mode="json",
-        exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"},
-    )
+    precision settings existed ran, and no evidence floor how every run before the floors did:
+    those stay reusable)."""
+    unset = {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"} | ({"evidence_floors"} if not config.condenser.evidence_floors else set())
+    return config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | unset)
 
 
 def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig) -> tuple[str, dict, dict, str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from baleen_core.condensing.condense import evidence_facts
 from baleen_core.condensing.layouts import Sentence
-from baleen_core.config import CondenserConfig
+from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig
 from baleen_core.metrics import set_prf
 
 Fact = tuple[int, int]  # (pid, sid)
@@ -73,11 +73,6 @@ def calibrate_threshold(finals: Mapping[float, Mapping[str, Sequence[Fact]]], go
     return choose_threshold(trials), trials
 
 
-#: The evidence floors tried per hop count: inf keeps exactly the best ``evidence_min_facts`` (2),
-#: −inf the whole best ``max_kept`` (5); 0 is the reference's.
-EVIDENCE_FLOORS = (math.inf, 3.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -math.inf)
-
-
 @dataclass(frozen=True)
 class LastRead:
     """What stage 2 read at a claim's last hop and how it scored each fact: the evidence at any
@@ -88,14 +83,18 @@ class LastRead:
     scores: tuple[float, ...]
 
 
+def recut_evidence(read: LastRead, floor: float, condenser: CondenserConfig) -> list[tuple[Sentence, float]]:
+    """The claim's evidence, best first, with the rule's 0 moved to ``floor``."""
+    return evidence_facts(read.candidates, read.scores, condenser.max_kept, condenser.evidence_min_facts, condenser.evidence_max_passages, floor)
+
+
 def evidence_at_floor(read: LastRead, floor: float, condenser: CondenserConfig) -> list[Fact]:
-    """The claim's evidence (pid, sid) facts, best first, with the rule's 0 moved to ``floor``."""
-    kept = evidence_facts(read.candidates, read.scores, condenser.max_kept, condenser.evidence_min_facts, condenser.evidence_max_passages, floor)
-    return [fact.key for fact, _ in kept]
+    """:func:`recut_evidence` as (pid, sid) facts."""
+    return [fact.key for fact, _ in recut_evidence(read, floor, condenser)]
 
 
 def calibrate_evidence_floors(
-    reads: Mapping[str, LastRead], gold: Mapping[str, Collection[Fact]], condenser: CondenserConfig, floors: Sequence[float] = EVIDENCE_FLOORS
+    reads: Mapping[str, LastRead], gold: Mapping[str, Collection[Fact]], condenser: CondenserConfig, floors: Sequence[float] = EVIDENCE_FLOOR_GRID
 ) -> dict[int, tuple[ThresholdTrial, list[ThresholdTrial]]]:
     """Per hop count, the floor whose evidence has the best mean fact F1 against the gold facts
     (ties: nearest 0, then the higher) and every floor's trial, as :func:`calibrate_threshold`
@@ -105,3 +104,9 @@ def calibrate_evidence_floors(
         mine = {uid: read for uid, read in reads.items() if read.hops == hops}
         chosen[hops] = calibrate_threshold({floor: {uid: evidence_at_floor(read, floor, condenser) for uid, read in mine.items()} for floor in floors}, gold)
     return chosen
+
+
+def evidence_at_floors(reads: Mapping[str, LastRead], floors: Mapping[int, float], condenser: CondenserConfig) -> dict[str, list[tuple[Sentence, float]]]:
+    """Each claim's evidence at its hop count's floor (0, the reference's, where none is given):
+    the final facts the engine would have ended with had it run with ``floors``."""
+    return {uid: recut_evidence(read, floors.get(read.hops, 0.0), condenser) for uid, read in reads.items()}

@@ -11,7 +11,8 @@ Every function takes many queries at once, so the encoder sees full, length-sort
   as in the reference (``condense.py``, ``_stage2``), both over its best ``max_kept`` (5):
   :func:`kept_facts`, the next hop's context, keeps those scoring above the threshold (0: P > 0.5);
   :func:`evidence_facts`, the claim's evidence (the reference's ``L3x``), keeps those above
-  min(0, the second best) — so at least 2 — from the first 4 distinct passages.
+  min(0, the second best) — so at least 2 — from the first 4 distinct passages; the 0 may be a
+  floor chosen per hop count in training (``condenser.evidence_floors``, docs/engine.md).
 - :func:`condense_hop` chains them for one hop of many claims (what the engine, stage 2's
   training examples and the condenser evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
@@ -127,24 +128,27 @@ def condense_hop(
     contexts: Sequence[Sequence[Sentence]],
     passages: Sequence[Sequence[PassageSentences]],
     config: CondenserConfig,
+    hops: Sequence[int] | None = None,
 ) -> list[CondensedHop]:
     """One hop for many claims: stage 1 over each claim's passages given its context, stage 2
     over the context plus the best new facts, and both rules over its scores: the next hop's
     context (``config.max_kept``, ``min_kept``, ``stage2_threshold``) and the evidence
-    (``config.max_kept``, ``evidence_min_facts``, ``evidence_max_passages``)."""
+    (``config.max_kept``, ``evidence_min_facts``, ``evidence_max_passages``, and the floor of
+    each claim's hop count in ``hops``: ``config.evidence_floor``; none given: 0)."""
     queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
     ranked = condense_stage1(stage1, queries, config)
     candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
     scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
+    floors = [0.0] * len(claims) if hops is None else [config.evidence_floor(h) for h in hops]
     return [
-        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config))
-        for r, cands, sc in zip(ranked, candidates, scores, strict=True)
+        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config, floor))
+        for r, cands, sc, floor in zip(ranked, candidates, scores, floors, strict=True)
     ]
 
 
-def hop_evidence(candidates: Sequence[Sentence], scores: Sequence[float], config: CondenserConfig) -> list[tuple[Sentence, float]]:
-    """:func:`evidence_facts` with the configured sizes."""
-    return evidence_facts(candidates, scores, config.max_kept, config.evidence_min_facts, config.evidence_max_passages)
+def hop_evidence(candidates: Sequence[Sentence], scores: Sequence[float], config: CondenserConfig, floor: float = 0.0) -> list[tuple[Sentence, float]]:
+    """:func:`evidence_facts` with the configured sizes and ``floor``."""
+    return evidence_facts(candidates, scores, config.max_kept, config.evidence_min_facts, config.evidence_max_passages, floor)
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:

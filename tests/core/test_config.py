@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,17 @@ def test_stage2_starts_from_one_place(tmp_path):
     alone = tmp_path / "alone.yaml"
     alone.write_text("training: {stage2: {start: stage1}}\n")
     assert BaleenConfig.load(alone).training.stage2.start == "stage1"
+
+
+def test_evidence_floors_load_from_yaml_write_json_safe_and_read_back(tmp_path):
+    path = tmp_path / "floors.yaml"
+    path.write_text("condenser: {evidence_floors: {2: .inf, 3: -1, 4: -.inf}}\n")
+    config = BaleenConfig.load(path)
+    assert config.condenser.evidence_floors == {2: math.inf, 3: -1.0, 4: -math.inf}
+    assert [config.condenser.evidence_floor(h) for h in (2, 3, 4, 5)] == [math.inf, -1.0, -math.inf, 0.0]  # 0: the reference's
+    # JSON has no infinity: a manifest holds "inf" / "-inf", and the config reads them back
+    dumped = config.condenser.model_dump(mode="json")["evidence_floors"]
+    assert json.loads(json.dumps(dumped, allow_nan=False)) == {"2": "inf", "3": -1.0, "4": "-inf"}
+    assert BaleenConfig().with_evidence_floors(dumped).condenser.evidence_floors == config.condenser.evidence_floors
+    assert json.dumps(BaleenConfig().training.calibration.model_dump(mode="json"), allow_nan=False)  # the grid's ends too
+    assert "not NaN" in _load_error(tmp_path, "nan.yaml", "condenser: {evidence_floors: {2: .nan}}\n")

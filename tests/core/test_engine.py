@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from baleen_core.condensing import SequenceModel, read_verdicts
+from baleen_core.condensing import SequenceModel, evidence_facts, read_verdicts
+from baleen_core.condensing.calibration import evidence_at_floor
 from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
 from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
 from baleen_core.retrieval.bm25 import Bm25Retriever
@@ -109,6 +112,24 @@ def test_no_fact_above_the_threshold_hands_on_an_empty_context_but_the_evidence_
     # the reader reads the claim and its final facts
     expected = read_verdicts(models[2], [CLAIMS[0].claim], [[s.fact for s, _ in verdicts[0].facts]], ReaderConfig(device="cpu"))[0]
     assert verdicts[0].prob_supported == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_evidence_floor_follows_each_claims_hop_count(models):
+    plain, _ = run(models, CLAIMS, depth=6)
+    # claim a has 3 hops: -inf keeps all of stage 2's best max_kept (3); claim b has 2: inf keeps exactly the best 2
+    floors = CONDENSER.model_copy(update={"evidence_floors": {3: -math.inf, 2: math.inf}})
+    floored, _ = run(models, CLAIMS, condenser=floors, depth=6)
+    for v, w, floor in zip(floored, plain, (-math.inf, math.inf), strict=True):
+        # the floor decides the evidence only: every hop retrieved, read and kept the same
+        assert [(h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in v.hops] == [
+            (h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in w.hops
+        ]
+        last = v.hops[-1].stage2
+        assert v.facts == v.hops[-1].evidence == evidence_facts([s for s, _ in last], [x for _, x in last], CONDENSER.max_kept, 2, 4, floor)
+        # the last read re-cuts to either run's evidence
+        assert evidence_at_floor(v.last_read(len(v.hops)), 0.0, CONDENSER) == [s.key for s, _ in w.facts]
+        assert evidence_at_floor(w.last_read(len(w.hops)), floor, CONDENSER) == [s.key for s, _ in v.facts]
+    assert [len(v.facts) for v in floored] == [3, 2]
 
 
 def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_is_read(models):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from baleen_core.config import FUSION_ONLY_SYSTEMS, SYSTEMS as ALL_SYSTEMS
+from baleen_core.config import FUSION_ONLY_SYSTEMS, SYSTEMS as ALL_SYSTEMS, BaleenConfig
 from baleen_storage.catalog import query
 
 #: What the session's pipeline evaluates: every system but those run only beside a fused full system
@@ -39,6 +39,18 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     # every system ran with the context threshold the reader was trained with (chosen in training)
     threshold = refs["training/reader"].manifest.params["context_threshold"]
     assert all(refs[f"evaluation/{system}/predictions"].manifest.params["condenser"]["stage2_threshold"] == threshold for system in SYSTEMS)
+    # and with its evidence floors: each claim's evidence is its last stage-2 read cut at its hop count's floor
+    from baleen_core.condensing.calibration import evidence_at_floor
+    from baleen_core.config import parse_floors
+    from baleen_tasks.condensing import final_facts_of, last_reads_of
+
+    floors = refs["training/reader"].manifest.params["evidence_floors"]
+    assert all(refs[f"evaluation/{system}/predictions"].manifest.params["condenser"]["evidence_floors"] == floors for system in SYSTEMS)
+    condenser = BaleenConfig.load(config).condenser
+    for system in SYSTEMS:
+        traces = refs[f"evaluation/{system}/hop_traces"]
+        reads, final = last_reads_of(store, traces, refs["claims/claims"]), final_facts_of(store, traces)
+        assert final == {uid: evidence_at_floor(read, parse_floors(floors).get(read.hops, 0.0), condenser) for uid, read in reads.items()}
 
     # depth 12 per claim (conftest.py): multi-hop systems hop num_hops times reading 12 // H passages
     # each, single-hop reads (12 // H) × H once; the Retrieval@depth pool holds at most 12, distinct;

@@ -108,6 +108,15 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
         finals = final_facts_of(store, traces)
         trials.append(threshold_trial(threshold, [finals[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]))
     assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == choose_threshold(trials).threshold
+    # then the evidence floor per hop count, chosen on that run's last stage-2 reads; the reader records the floors it trained with
+    from baleen_core.condensing.calibration import calibrate_evidence_floors
+    from baleen_core.config import json_floor
+    from baleen_tasks.condensing import last_reads_of
+
+    reads = last_reads_of(store, facts, store.latest("claims", "claims"))
+    assert set(reads) == held and {read.hops for read in reads.values()} <= {2, 3, 4}
+    chosen = calibrate_evidence_floors(reads, gold, cfg.condenser, cfg.training.calibration.evidence_floor_grid)
+    assert reader.manifest.params["evidence_floors"] == {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
 
     # and were measured on the dev claims' gold passages
     report = json.loads(next((store.root / "reports").glob("*/training/condensers-dev.json")).read_text())

@@ -7,7 +7,16 @@ import math
 
 import pytest
 
-from baleen_core.condensing.calibration import LastRead, ThresholdTrial, calibrate_evidence_floors, calibrate_threshold, choose_threshold, evidence_at_floor, threshold_trial
+from baleen_core.condensing.calibration import (
+    LastRead,
+    ThresholdTrial,
+    calibrate_evidence_floors,
+    calibrate_threshold,
+    choose_threshold,
+    evidence_at_floor,
+    evidence_at_floors,
+    threshold_trial,
+)
 from baleen_core.condensing.layouts import Sentence
 from baleen_core.config import CondenserConfig
 
@@ -73,3 +82,13 @@ def test_calibrate_evidence_floors_chooses_per_hop_count_hand_worked():
     trials = {t.threshold: t.final_fact_f1 for t in chosen[3][1]}
     assert trials[0.0] == pytest.approx(0.8) and trials[-1.0] == 1.0 and trials[-2.0] == pytest.approx(6 / 7) and trials[math.inf] == pytest.approx(0.8)
     assert all(t.claims == 1 for _, trials_of in chosen.values() for t in trials_of)
+
+
+def test_evidence_at_floors_uses_each_claims_hop_count_and_0_where_none_is_given():
+    reads = {"a": _read(2, [1, 2, 3], [1.0, -0.5, -0.8]), "b": _read(3, [4, 5, 6, 7], [2.0, 0.5, -0.5, -1.5]), "c": _read(4, [8, 9, 10], [1.0, 0.5, 0.2])}
+    recut = evidence_at_floors(reads, {3: -1.0, 4: math.inf}, CondenserConfig())
+    assert {uid: [s.key for s, _ in facts] for uid, facts in recut.items()} == {
+        "a": [(1, 0), (2, 0)],  # 2 hops: no floor given, the reference's 0 (the second best and above)
+        "b": [(4, 0), (5, 0), (6, 0)],  # 3 hops at -1: -0.5 joins
+        "c": [(8, 0), (9, 0)],  # 4 hops at inf: exactly the best 2, though 0.2 is above 0
+    }
