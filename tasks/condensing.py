@@ -293,13 +293,13 @@ def read_reader_claims(
     passages: ArtifactRef,
     sentences: ArtifactRef,
     most_others: int | None,
-    condenser: CondenserConfig | None = None,
+    condenser: CondenserConfig,
     evidence_floors: Mapping[str, float | str] | None = None,
 ) -> list[ReaderClaim]:
     """Every claim of the engine run with its final facts (its last hop's evidence, re-cut at
     ``evidence_floors`` when given) and gold facts, then up to ``most_others`` other training
     claims (by uid) with their gold facts."""
-    if evidence_floors and condenser is not None:
+    if evidence_floors:
         recut = evidence_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors), condenser)
         last = {uid: [fact.key for fact, _ in facts] for uid, facts in recut.items()}
     else:
