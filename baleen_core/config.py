@@ -45,6 +45,11 @@ def parse_floors(floors: Mapping[int | str, float | str]) -> dict[int, float]:
     return {int(hops): float(floor) for hops, floor in floors.items()}
 
 
+def json_floors(floors: Mapping[int, float]) -> dict[str, float | str]:
+    """Floors per hop count as JSON holds them: the inverse of :func:`parse_floors`."""
+    return {str(hops): json_floor(floor) for hops, floor in floors.items()}
+
+
 #: A stage-2 score bound that may be ±inf, written to JSON as a string.
 Floor = Annotated[float, AfterValidator(_not_nan), PlainSerializer(json_floor, when_used="json")]
 

@@ -28,7 +28,7 @@ import torch
 
 from baleen_core.condensing import SequenceModel
 from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors
-from baleen_core.config import BaleenConfig, LabelConfig, json_floor, parse_floors
+from baleen_core.config import BaleenConfig, LabelConfig, json_floor, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
@@ -243,7 +243,7 @@ def train_condensers_and_reader(
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
             calibration["evidence_floor_trials"] = {str(hops): [{**asdict(t), "threshold": json_floor(t.threshold)} for t in tried] for hops, (_, tried) in chosen.items()}
         calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
-        calibration["evidence_floors"] = {str(hops): json_floor(floor) for hops, floor in floors.items()}
+        calibration["evidence_floors"] = json_floors(floors)
         logger.info("context threshold and evidence floors: %s", calibration)
         final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in evidence_at_floors(reads, floors, condenser).items()}
         gold = {
@@ -413,7 +413,7 @@ def evaluate_pipeline(
         "split": ev.split,
         "claims": len(dev),
         "stage2_threshold": config.condenser.stage2_threshold,
-        "evidence_floors": {str(hops): json_floor(floor) for hops, floor in config.condenser.evidence_floors.items()},
+        "evidence_floors": json_floors(config.condenser.evidence_floors),
         "majority_class": majority_class(metric_rows[main]),
         "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
         "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},

@@ -46,8 +46,8 @@ def main() -> None:
     if not (work / "store").is_dir():
         sys.exit(f"{work} holds no store: run benchmarks/training.py and benchmarks/evaluation.py --work {work} first")
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))
-    from baleen_core.condensing.calibration import calibrate_evidence_floors, evidence_at_floor
-    from baleen_core.config import CondenserConfig, json_floor
+    from baleen_core.condensing.calibration import calibrate_evidence_floors, evidence_at_floor, floor_trial_row
+    from baleen_core.config import CondenserConfig, json_floors
     from baleen_core.results import results_document, results_table
     from baleen_storage import ArtifactStore, StoreError
     from baleen_tasks.condensing import gold_fact_sets
@@ -83,10 +83,10 @@ def main() -> None:
         sys.exit(f"floor 0 does not give back the engine's metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
     document = results_document(systems, {}, args.split, None, main="floor-per-hops")
     document["evidence_floors"] = {
-        "chosen": {str(h): json_floor(f) for h, f in floors.items()},
+        "chosen": json_floors(floors),
         "calibration": {"claims": len(calibration_reads), "hop_traces_run": calibration.manifest.run_id, "producer": calibration.manifest.producer},
         "evaluation_run": evaluated.manifest.run_id,
-        "trials": {str(h): [{"floor": json_floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4), "mean_final_facts": round(t.mean_final_facts, 3)} for t in trials] for h, (_, trials) in chosen.items()},
+        "trials": {str(h): [floor_trial_row(t) for t in trials] for h, (_, trials) in chosen.items()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")

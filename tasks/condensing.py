@@ -16,9 +16,9 @@ from dataclasses import asdict, replace
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors
+from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floor, parse_floors
+from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -406,13 +406,8 @@ def choose_evidence_floors(store_root: str, traces: ArtifactRef, claims: Artifac
     store = ArtifactStore(store_root)
     reads = last_reads_of(store, traces, claims)
     chosen = calibrate_evidence_floors(reads, gold_fact_sets(store, gold_facts, sorted(reads)), condenser, grid)
-    table = [
-        {"hops": hops, "floor": json_floor(t.threshold), "claims": t.claims, "final_fact_f1": round(t.final_fact_f1, 4), "final_passage_em": round(t.final_passage_em, 4),
-         "mean_final_facts": round(t.mean_final_facts, 3), "chosen": t is best}
-        for hops, (best, trials) in chosen.items()
-        for t in trials
-    ]
-    floors = {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
+    table = [{"hops": hops, **floor_trial_row(t), "chosen": t is best} for hops, (best, trials) in chosen.items() for t in trials]
+    floors = json_floors({hops: best.threshold for hops, (best, _) in chosen.items()})
     publish_table(key="evidence-floors", table=table, description="Evidence floors tried per hop count on the held-out training claims' last stage-2 reads")
     run_logger().info("evidence floors %s chosen on %d held-out training claims: %s", floors, len(reads), readable([row for row in table if row["chosen"]]))
     return {"floors": floors, "held_out_claims": len(reads), "trials": table}

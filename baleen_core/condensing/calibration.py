@@ -20,9 +20,9 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.condense import evidence_facts
+from baleen_core.condensing.condense import hop_evidence
 from baleen_core.condensing.layouts import Sentence
-from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig
+from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig, json_floor
 from baleen_core.metrics import set_prf
 
 Fact = tuple[int, int]  # (pid, sid)
@@ -85,7 +85,7 @@ class LastRead:
 
 def recut_evidence(read: LastRead, floor: float, condenser: CondenserConfig) -> list[tuple[Sentence, float]]:
     """The claim's evidence, best first, with the rule's 0 moved to ``floor``."""
-    return evidence_facts(read.candidates, read.scores, condenser.max_kept, condenser.evidence_min_facts, condenser.evidence_max_passages, floor)
+    return hop_evidence(read.candidates, read.scores, condenser, floor)
 
 
 def evidence_at_floor(read: LastRead, floor: float, condenser: CondenserConfig) -> list[Fact]:
@@ -104,6 +104,17 @@ def calibrate_evidence_floors(
         mine = {uid: read for uid, read in reads.items() if read.hops == hops}
         chosen[hops] = calibrate_threshold({floor: {uid: evidence_at_floor(read, floor, condenser) for uid, read in mine.items()} for floor in floors}, gold)
     return chosen
+
+
+def floor_trial_row(trial: ThresholdTrial) -> dict:
+    """One evidence floor's trial as the tables and results files show it (±inf as strings)."""
+    return {
+        "floor": json_floor(trial.threshold),
+        "claims": trial.claims,
+        "final_fact_f1": round(trial.final_fact_f1, 4),
+        "final_passage_em": round(trial.final_passage_em, 4),
+        "mean_final_facts": round(trial.mean_final_facts, 3),
+    }
 
 
 def evidence_at_floors(reads: Mapping[str, LastRead], floors: Mapping[int, float], condenser: CondenserConfig) -> dict[str, list[tuple[Sentence, float]]]:
