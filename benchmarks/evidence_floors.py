@@ -14,11 +14,15 @@ the engine's own evidence and metrics for every claim before it trusts a re-cut.
 
 ``DIR`` is a ``benchmarks/training.py`` work directory evaluated by ``benchmarks/evaluation.py``
 (``DIR@RUN_ID`` takes that evaluation run instead of the newest). The file holds three rule
-"systems" on the same claims: ``l3x`` (the engine's, floor 0), ``floor-per-hops`` (the chosen
-floors) and ``first-h-passages`` (a diagnostic, not a candidate: the facts of the first H
-distinct passages of stage 2's whole ranking, H the claim's hop count), paired against ``l3x``.
-Label accuracy and the HoVer score are left out of the re-cut rules: the reader read the
-engine's evidence, not theirs.
+"systems" on the same claims: ``l3x`` (the reference's, floor 0), ``floor-per-hops`` (the floors
+chosen here, which are the training's own when it chose them on the same claims) and
+``first-h-passages`` (the facts of the first H distinct passages of stage 2's whole ranking, H
+the claim's hop count: a diagnostic until its own rule judged it), each paired against
+``--main`` (default ``floor-per-hops``). ``--exclude CLAIMS_JSON`` leaves those claims out of the
+comparison (claims another pack's numbers were seen on). Every run's recorded evidence must come
+back from its reads at the floors it ran with before any re-cut is trusted. Label accuracy and
+the HoVer score are left out of the re-cut rules: the reader read the engine's evidence, not
+theirs.
 """
 
 from __future__ import annotations
@@ -32,13 +36,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from baleen_core.condensing.calibration import LastRead
-    from baleen_core.config import CondenserConfig
     from baleen_storage import ArtifactRef, ArtifactStore
+
+RULES = ("floor-per-hops", "l3x", "first-h-passages")
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, help="a training benchmark's --work directory, WORK[@EVAL_RUN_ID]")
     parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
+    parser.add_argument("--main", choices=RULES, default="floor-per-hops", help="the rule the others are paired against")
+    parser.add_argument("--exclude", type=Path, action="append", default=[], help="a claims JSON whose claims are left out of the comparison")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     work_given, _, run_id = args.work.partition("@")
@@ -66,23 +74,29 @@ def main() -> None:
         sys.exit(f"{work}: no claims or gold_facts with the evaluation's claims fingerprint")
     gold = gold_fact_sets(store, gold_ref)
 
-    calibration_reads = checked_last_reads(store, calibration, claims, condenser)
+    calibration_reads = checked_last_reads(store, calibration, claims)
     chosen = calibrate_evidence_floors(calibration_reads, gold, condenser)
     floors = {hops: best.threshold for hops, (best, _) in chosen.items()}
     print(f"{len(calibration_reads)} calibration claims ({calibration.manifest.producer}, run {calibration.manifest.run_id}): floors {floors}")
+    if condenser.evidence_floors and condenser.evidence_floors != floors:
+        print(f"note: the evaluation ran with floors {condenser.evidence_floors}, not the ones chosen here")
 
     rows = store.read_table(metrics).to_pylist()
-    reads = checked_last_reads(store, evaluated, claims, condenser)
+    reads = checked_last_reads(store, evaluated, claims)
+    mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, evidence_at_floor(reads[r["uid"]], condenser.evidence_floor(int(r["num_hops"])), condenser), gold[r["uid"]]), r)]
+    if mismatched:
+        sys.exit(f"the re-cut at the evaluation's own floors does not give back its metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
+    excluded = {c["uid"] for path in args.exclude for c in json.loads(path.read_text())}
+    rows = [r for r in rows if r["uid"] not in excluded]
+    print(f"{len(rows)} evaluated claims compared ({len(excluded)} claims excluded by --exclude)")
     systems = {
         "floor-per-hops": [recut(r, evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), condenser), gold[r["uid"]]) for r in rows],
-        "l3x": rows,
+        "l3x": [recut(r, evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]) for r in rows],
         "first-h-passages": [recut(r, first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
     }
-    mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]), r)]
-    if mismatched:
-        sys.exit(f"floor 0 does not give back the engine's metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
-    document = results_document(systems, {}, args.split, None, main="floor-per-hops")
+    document = results_document(systems, {}, args.split, None, main=args.main)
     document["evidence_floors"] = {
+        "excluded_claims": sorted(excluded & {r["uid"] for r in store.read_table(metrics, ["uid"]).to_pylist()}),
         "chosen": json_floors(floors),
         "calibration": {"claims": len(calibration_reads), "hop_traces_run": calibration.manifest.run_id, "producer": calibration.manifest.producer},
         "evaluation_run": evaluated.manifest.run_id,
@@ -109,16 +123,18 @@ def calibration_traces(store: ArtifactStore, evaluated: ArtifactRef, threshold: 
     return max(found, key=lambda ref: ref.manifest.created_at)
 
 
-def checked_last_reads(store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef, condenser: CondenserConfig) -> dict[str, LastRead]:
+def checked_last_reads(store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef) -> dict[str, LastRead]:
     """Each claim's last stage-2 read (the training flow's ``last_reads_of``); its recorded
-    evidence must be what the rule gives at floor 0, or the traces were made by another rule."""
+    evidence must be what the rule gives at the floors the run had, or another rule made it."""
     from baleen_core.condensing.calibration import evidence_at_floor
+    from baleen_core.config import CondenserConfig
     from baleen_tasks.condensing import final_facts_of, last_reads_of
 
+    condenser = CondenserConfig(**traces.manifest.params["condenser"])
     reads, recorded = last_reads_of(store, traces, claims), final_facts_of(store, traces)
     for uid, read in reads.items():
-        if evidence_at_floor(read, 0.0, condenser) != recorded[uid]:
-            sys.exit(f"{traces.manifest.producer} {uid}: the recorded evidence is not the rule's at floor 0")
+        if evidence_at_floor(read, condenser.evidence_floor(read.hops), condenser) != recorded[uid]:
+            sys.exit(f"{traces.manifest.producer} {uid}: the recorded evidence is not the rule's at the run's floors {condenser.evidence_floors}")
     return reads
 
 
