@@ -373,6 +373,9 @@ CondenserScoring = Literal["marker", "similarity"]
 
 
 CpuPrecision = Literal["float32", "bfloat16"]
+#: How a claim's evidence is cut from stage 2's last read: the reference's L3x (with the floors),
+#: or the facts of the first H passages of stage 2's ranking, H the claim's hop count.
+EvidenceRule = Literal["l3x", "first-h-passages"]
 #: The condenser settings that only the engine reads (never training), one per stage.
 CPU_PRECISION_FIELDS = ("stage1_cpu_precision", "stage2_cpu_precision")
 
@@ -409,6 +412,13 @@ class CondenserConfig(_Strict):
         description="The evidence rule's 0, per hop count (the claim's num_hops): the evidence keeps facts above min(floor, the "
         "evidence_min_facts-th best score); a hop count not given uses 0 (the reference). With training.calibration.evidence_floors on, the "
         "floors chosen in training (recorded with the reader) are used instead.",
+    )
+    evidence_rule: EvidenceRule = Field(
+        default="l3x",
+        description="How the claim's evidence is cut from stage 2's last read. 'l3x' (the reference's): the facts above min(floor, the "
+        "evidence_min_facts-th best) of the best max_kept, from the first evidence_max_passages passages. 'first-h-passages': every fact "
+        "stage 2 read from the first H distinct passages of its ranking, H the claim's hop count (at most evidence_max_passages); no "
+        "floor (docs/engine.md).",
     )
     batch_size: int = Field(default=32, ge=1, description="Inputs per inference batch.")
     gpu_batch_tokens: int | None = Field(default=32_768, ge=512, description="On a GPU, inference batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
@@ -581,6 +591,10 @@ class BaleenConfig(_Strict):
     def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
         """The same settings with ``condenser.stage2_threshold`` replaced (the calibrated one)."""
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"stage2_threshold": threshold})})
+
+    def with_evidence_rule(self, rule: EvidenceRule) -> BaleenConfig:
+        """The same settings with ``condenser.evidence_rule`` replaced (the reader's own)."""
+        return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_rule": rule})})
 
     def with_evidence_floors(self, floors: Mapping[int | str, float | str]) -> BaleenConfig:
         """The same settings with ``condenser.evidence_floors`` replaced (the calibrated ones, as

@@ -238,7 +238,7 @@ def train_condensers_and_reader(
         best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
         reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in runs[thresholds.index(best.threshold)]}
         floors = dict(condenser.evidence_floors)
-        if training.calibration.evidence_floors:
+        if training.calibration.evidence_floors and condenser.evidence_rule == "l3x":  # the other rule has no floor
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
             calibration["evidence_floor_trials"] = {str(hops): [{**asdict(t), "threshold": json_floor(t.threshold)} for t in tried] for hops, (_, tried) in chosen.items()}
@@ -414,6 +414,7 @@ def evaluate_pipeline(
         "claims": len(dev),
         "stage2_threshold": config.condenser.stage2_threshold,
         "evidence_floors": json_floors(config.condenser.evidence_floors),
+        "evidence_rule": config.condenser.evidence_rule,
         "majority_class": majority_class(metric_rows[main]),
         "systems": {s: system_results(rows, speeds[s]["claims_per_s"], ev.bootstrap, ev.seed) for s, rows in metric_rows.items()},
         "paired": {f"{main}-{s}": paired_results(metric_rows[main], rows, ev.bootstrap, ev.seed) for s, rows in metric_rows.items() if s != main},

@@ -139,12 +139,11 @@ def checked_last_reads(store: ArtifactStore, traces: ArtifactRef, claims: Artifa
 
 
 def first_passages(read: LastRead, hops: int) -> list[tuple[int, int]]:
-    """The facts of the first ``hops`` distinct passages of stage 2's whole ranking."""
-    from baleen_core.condensing.condense import ranked_by_score
+    """The facts of the first ``hops`` distinct passages of stage 2's whole ranking (the
+    engine's ``first-h-passages`` rule, ``condenser.evidence_rule``)."""
+    from baleen_core.condensing.condense import first_passage_facts
 
-    ranked = [fact.key for fact, _ in ranked_by_score(read.candidates, read.scores)]
-    keep = set(list(dict.fromkeys(pid for pid, _ in ranked))[:hops])
-    return [key for key in ranked if key[0] in keep]
+    return [fact.key for fact, _ in first_passage_facts(read.candidates, read.scores, hops)]
 
 
 def recut(row: dict, facts: list[tuple[int, int]], gold: set[tuple[int, int]]) -> dict:

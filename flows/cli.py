@@ -380,8 +380,9 @@ def verify(
     from baleen_tasks.evaluation import trained_config
 
     cfg, db, models, _, _ = _evaluation_setup(config, system)
-    condenser = trained_config(cfg, models).condenser  # the context threshold and evidence floor the reader was trained with
-    typer.echo(f"context threshold (the reader's, chosen in training): {condenser.stage2_threshold:g}; evidence floor at {hops} hops: {condenser.evidence_floor(hops):g}")
+    condenser = trained_config(cfg, models).condenser  # the context threshold and evidence rule the reader was trained with
+    evidence = f"the first {min(hops, condenser.evidence_max_passages)} passages" if condenser.evidence_rule == "first-h-passages" else f"floor at {hops} hops {condenser.evidence_floor(hops):g}"
+    typer.echo(f"context threshold (the reader's, chosen in training): {condenser.stage2_threshold:g}; evidence: {evidence}")
     verdict, titles = verify_claim(db, cfg, claim, hops, system, models)
     for h in verdict.hops:
         typer.echo(f"hop {h.hop}: {len(h.retrieved)} passages read")

@@ -144,7 +144,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
 #: examples depend on them; the reader's do, through the fingerprint of the engine run it reads
 #: (which holds the threshold it really ran with, calibrated or not)
-KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors")
+KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors", "evidence_rule")
 
 
 def training_layout(condenser: CondenserConfig) -> dict:
@@ -252,8 +252,8 @@ def train_claim_reader(
     :func:`~baleen_tasks.evaluation.verify_held_out`; re-cut at ``evidence_floors`` when they were
     chosen, :func:`choose_evidence_floors`) and on gold facts: of those claims and of up to
     ``max_examples`` other training claims. Its manifest records that threshold
-    (``context_threshold``) and those floors (``evidence_floors``): the engine runs with them
-    whenever this reader reads its facts."""
+    (``context_threshold``), those floors (``evidence_floors``) and the run's evidence rule
+    (``evidence_rule``): the engine runs with them whenever this reader reads its facts."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
@@ -264,6 +264,8 @@ def train_claim_reader(
     }
     if evidence_floors:  # absent when none were chosen: readers trained before the floors stay reusable
         params["evidence_floors"] = dict(evidence_floors)
+    if (rule := engine_facts.manifest.params["condenser"].get("evidence_rule", "l3x")) != "l3x":  # likewise
+        params["evidence_rule"] = rule
     start = str(reader.checkpoint or reader.resolved_backbone())
     inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)

@@ -57,15 +57,17 @@ def eval_producer(system: str) -> str:
 
 
 def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
-    """``config`` with the context threshold and the evidence floors the reader was trained with
-    (chosen in training when ``training.calibration`` was on): the engine hands the reader facts
-    made as its own were."""
+    """``config`` with the context threshold, the evidence floors (chosen in training when
+    ``training.calibration`` was on) and the evidence rule the reader was trained with: the
+    engine hands the reader facts made as its own were."""
     reader = models.get("reader")
     params = {} if reader is None else reader.manifest.params
     if params.get("context_threshold") is not None:
         config = config.with_stage2_threshold(float(params["context_threshold"]))
     if params.get("evidence_floors") is not None:
         config = config.with_evidence_floors(params["evidence_floors"])
+    if reader is not None:  # a reader without the key was trained on the reference's rule
+        config = config.with_evidence_rule(params.get("evidence_rule", "l3x"))
     return config
 
 
@@ -147,10 +149,15 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 
 def engine_settings(config: BaleenConfig) -> dict:
     """The condenser settings an engine run depends on (float32 is how every run before the CPU
-    precision settings existed ran, and no evidence floor how every run before the floors did:
-    those stay reusable)."""
-    unset = {name for name in CPU_PRECISION_FIELDS if getattr(config.condenser, name) == "float32"} | ({"evidence_floors"} if not config.condenser.evidence_floors else set())
-    return config.condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | unset)
+    precision settings existed ran, and no evidence floor and the L3x rule how every run before
+    those did: those stay reusable)."""
+    condenser = config.condenser
+    unset = (
+        {name for name in CPU_PRECISION_FIELDS if getattr(condenser, name) == "float32"}
+        | ({"evidence_floors"} if not condenser.evidence_floors else set())
+        | ({"evidence_rule"} if condenser.evidence_rule == "l3x" else set())
+    )
+    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | unset)
 
 
 def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig) -> tuple[str, dict, dict, str]:

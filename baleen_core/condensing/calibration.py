@@ -84,8 +84,9 @@ class LastRead:
 
 
 def recut_evidence(read: LastRead, floor: float, condenser: CondenserConfig) -> list[tuple[Sentence, float]]:
-    """The claim's evidence, best first, with the rule's 0 moved to ``floor``."""
-    return hop_evidence(read.candidates, read.scores, condenser, floor)
+    """The claim's evidence, best first, with the rule's 0 moved to ``floor`` (the
+    ``first-h-passages`` rule has none: there ``floor`` changes nothing)."""
+    return hop_evidence(read.candidates, read.scores, condenser, read.hops, floor)
 
 
 def evidence_at_floor(read: LastRead, floor: float, condenser: CondenserConfig) -> list[Fact]:

@@ -12,7 +12,10 @@ Every function takes many queries at once, so the encoder sees full, length-sort
   :func:`kept_facts`, the next hop's context, keeps those scoring above the threshold (0: P > 0.5);
   :func:`evidence_facts`, the claim's evidence (the reference's ``L3x``), keeps those above
   min(0, the second best) — so at least 2 — from the first 4 distinct passages; the 0 may be a
-  floor chosen per hop count in training (``condenser.evidence_floors``, docs/engine.md).
+  floor chosen per hop count in training (``condenser.evidence_floors``, docs/engine.md). With
+  ``condenser.evidence_rule: first-h-passages`` the evidence is instead every fact stage 2 read
+  from the first H distinct passages of its ranking (:func:`first_passage_facts`), H the
+  claim's hop count.
 - :func:`condense_hop` chains them for one hop of many claims (what the engine, stage 2's
   training examples and the condenser evaluation all run).
 - :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
@@ -118,7 +121,7 @@ class CondensedHop:
     candidates: list[Sentence]  # what stage 2 read: the context, then the best new facts
     scores: list[float]  # stage 2's score of each candidate, aligned
     kept: list[tuple[Sentence, float]]  # the next hop's context (kept_facts), best first
-    evidence: list[tuple[Sentence, float]]  # the claim's evidence if this is its last hop (evidence_facts), best first
+    evidence: list[tuple[Sentence, float]]  # the claim's evidence if this is its last hop (hop_evidence), best first
 
 
 def condense_hop(
@@ -133,22 +136,38 @@ def condense_hop(
     """One hop for many claims: stage 1 over each claim's passages given its context, stage 2
     over the context plus the best new facts, and both rules over its scores: the next hop's
     context (``config.max_kept``, ``min_kept``, ``stage2_threshold``) and the evidence
-    (``config.max_kept``, ``evidence_min_facts``, ``evidence_max_passages``, and the floor of
-    each claim's hop count in ``hops``: ``config.evidence_floor``; none given: 0)."""
+    (:func:`hop_evidence` for each claim's hop count in ``hops``; none given: the reference's
+    rule at 0)."""
     queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
     ranked = condense_stage1(stage1, queries, config)
     candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
     scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
-    floors = [0.0] * len(claims) if hops is None else [config.evidence_floor(h) for h in hops]
     return [
-        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config, floor))
-        for r, cands, sc, floor in zip(ranked, candidates, scores, floors, strict=True)
+        CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config, h))
+        for r, cands, sc, h in zip(ranked, candidates, scores, [None] * len(claims) if hops is None else hops, strict=True)
     ]
 
 
-def hop_evidence(candidates: Sequence[Sentence], scores: Sequence[float], config: CondenserConfig, floor: float = 0.0) -> list[tuple[Sentence, float]]:
-    """:func:`evidence_facts` with the configured sizes and ``floor``."""
+def hop_evidence(
+    candidates: Sequence[Sentence], scores: Sequence[float], config: CondenserConfig, hops: int | None = None, floor: float | None = None
+) -> list[tuple[Sentence, float]]:
+    """The evidence of a claim of ``hops`` hops by ``config.evidence_rule``: ``first-h-passages``,
+    :func:`first_passage_facts` of min(``hops``, ``evidence_max_passages``) passages; ``l3x`` (or
+    no hop count known), :func:`evidence_facts` with the configured sizes at ``floor`` (none
+    given: the hop count's configured floor, 0 without one)."""
+    if config.evidence_rule == "first-h-passages" and hops is not None:
+        return first_passage_facts(candidates, scores, min(hops, config.evidence_max_passages))
+    if floor is None:
+        floor = 0.0 if hops is None else config.evidence_floor(hops)
     return evidence_facts(candidates, scores, config.max_kept, config.evidence_min_facts, config.evidence_max_passages, floor)
+
+
+def first_passage_facts(candidates: Sequence[Sentence], scores: Sequence[float], passages: int) -> list[tuple[Sentence, float]]:
+    """Every candidate fact of the first ``passages`` distinct passages of stage 2's ranking
+    (:func:`ranked_by_score`), best first: the count comes from the claim, not from the scores."""
+    ranked = ranked_by_score(candidates, scores)
+    first = set(list(dict.fromkeys(fact.pid for fact, _ in ranked))[:passages])
+    return [pair for pair in ranked if pair[0].pid in first]
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from baleen_core.condensing import SequenceModel, evidence_facts, read_verdicts
+from baleen_core.condensing.condense import first_passage_facts
 from baleen_core.condensing.calibration import evidence_at_floor
 from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
 from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
@@ -130,6 +131,22 @@ def test_the_evidence_floor_follows_each_claims_hop_count(models):
         assert evidence_at_floor(v.last_read(len(v.hops)), 0.0, CONDENSER) == [s.key for s, _ in w.facts]
         assert evidence_at_floor(w.last_read(len(w.hops)), floor, CONDENSER) == [s.key for s, _ in v.facts]
     assert [len(v.facts) for v in floored] == [3, 2]
+
+
+def test_the_first_h_passages_rule_cuts_the_evidence_by_each_claims_hop_count(models):
+    plain, _ = run(models, CLAIMS, depth=6)
+    rule = CONDENSER.model_copy(update={"evidence_rule": "first-h-passages", "evidence_floors": {2: math.inf}})
+    by_hops, _ = run(models, CLAIMS, condenser=rule, depth=6)
+    for v, w, claim in zip(by_hops, plain, CLAIMS, strict=True):
+        # the rule decides the evidence only: every hop retrieved, read and kept the same
+        assert [(h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in v.hops] == [
+            (h.retrieved, [s.key for s, _ in h.kept], [s.key for s, _ in h.stage2]) for h in w.hops
+        ]
+        last = v.hops[-1].stage2
+        assert v.facts == v.hops[-1].evidence == first_passage_facts([s for s, _ in last], [x for _, x in last], claim.num_hops)
+        assert len({s.pid for s, _ in v.facts}) == min(claim.num_hops, len({s.pid for s, _ in last}))
+        # the last read re-cuts to the rule's evidence whatever floor is asked for
+        assert evidence_at_floor(w.last_read(len(w.hops)), 3.0, rule) == [s.key for s, _ in v.facts]
 
 
 def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_is_read(models):

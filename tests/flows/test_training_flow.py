@@ -258,6 +258,29 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     assert all(store.latest(f"{k}_checkpoint").path == refs[f"training/{k}"].path for k in models)  # the original is untouched
 
 
+def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader_on_its_evidence(pipeline_world, tmp_path):
+    """``condenser.evidence_rule: first-h-passages`` on a copy of the store: stage 1 and stage 2
+    are reused (the rule shapes none of their examples); the engine runs over the held-out claims
+    again, its evidence every fact of the first H passages of each last stage-2 read; no floor is
+    chosen; the reader retrains on that evidence and records the rule, so the evaluation runs with it."""
+    from baleen_core.condensing.condense import first_passage_facts
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+    from baleen_tasks.condensing import final_facts_of, last_reads_of
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, condenser=config.condenser.model_copy(update={"evidence_rule": "first-h-passages"}))
+    trained = condensers_flow(copy_config)
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2"))
+    reader, facts = trained["reader"], trained["reader_facts"]
+    assert facts.manifest.run_id != refs["training/reader"].manifest.run_id and facts.manifest.params["condenser"]["evidence_rule"] == "first-h-passages"
+    assert reader.manifest.params["evidence_rule"] == "first-h-passages" and "evidence_floors" not in reader.manifest.params
+    store = ArtifactStore(copy)
+    reads, final = last_reads_of(store, facts, store.latest("claims", "claims")), final_facts_of(store, facts)
+    assert final and final == {uid: [s.key for s, _ in first_passage_facts(read.candidates, read.scores, read.hops)] for uid, read in reads.items()}
+    assert all(len({pid for pid, _ in final[uid]}) == min(read.hops, len({s.pid for s in read.candidates})) for uid, read in reads.items())
+
+
 def _minimal_training_config(tmp_path, round0: str) -> str:
     """The smallest training budgets, labelling round 0 with ``round0``, on ``tmp_path/store``."""
     path = tmp_path / f"{round0}.yaml"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from baleen_core.config import CondenserConfig, Stage2TrainingConfig
 from baleen_schemas import STAGE2_CHECKPOINT
 from baleen_storage import fingerprint
@@ -13,7 +15,9 @@ def test_the_keeping_rules_retrain_no_model_and_input_layouts_retrain_every_one(
     model's training examples depend on them directly (the reader's do through the engine run it
     reads, whose fingerprint holds them); the input layouts shape every model's examples."""
     default = CondenserConfig()
-    keeping = default.model_copy(update={"min_kept": 1, "stage2_threshold": -1.0, "evidence_min_facts": 3, "evidence_max_passages": 2})
+    keeping = default.model_copy(
+        update={"min_kept": 1, "stage2_threshold": -1.0, "evidence_min_facts": 3, "evidence_max_passages": 2, "evidence_floors": {3: -1.0}, "evidence_rule": "first-h-passages"}
+    )
     assert training_layout(keeping) == training_layout(default)
     longer_query = default.model_copy(update={"query_maxlen": default.query_maxlen + 32})
     assert training_layout(longer_query) != training_layout(default)
@@ -34,3 +38,28 @@ def test_stage2_from_stage1_is_a_stage2_of_its_own_and_the_default_keeps_stores_
     assert stage2_fingerprint("L", "S1", condenser, default, 1) == old
     assert stage2_fingerprint("L", "S1", condenser, from_stage1, 1) not in {old, stage2_fingerprint("L", "S1b", condenser, from_stage1, 1)}
     assert "start" in stage2_params(condenser, from_stage1, 1)["training"] and "start" not in stage2_params(condenser, default, 1)["training"]
+
+
+def test_the_engine_runs_with_the_readers_evidence_rule_and_old_runs_keep_their_settings():
+    """``trained_config``: the evaluation and ``baleen verify`` read facts cut as the reader's were,
+    whatever the configuration says; ``engine_settings`` leaves the L3x rule out, as engine runs
+    recorded it before the setting existed."""
+    from datetime import datetime, timezone
+
+    from baleen_core.config import BaleenConfig
+    from baleen_storage import ArtifactRef, Manifest
+    from baleen_tasks.evaluation import engine_settings, trained_config
+
+    def reader(params: dict) -> dict:
+        manifest = Manifest(
+            name="reader_checkpoint", producer="reader-r1", run_id="r", schema_version=1, rows=0, files=[], bytes=0, fingerprint="f",
+            params=params, created_at=datetime.now(timezone.utc), code_version="test",
+        )
+        return {"reader": ArtifactRef(path=Path("."), manifest=manifest)}
+
+    asked = BaleenConfig().model_copy(update={"condenser": CondenserConfig(evidence_rule="first-h-passages")})
+    assert trained_config(asked, reader({"context_threshold": 1.0})).condenser.evidence_rule == "l3x"  # a reader from before the rule
+    by_hops = trained_config(BaleenConfig(), reader({"context_threshold": 1.0, "evidence_rule": "first-h-passages"}))
+    assert by_hops.condenser.evidence_rule == "first-h-passages" and by_hops.condenser.stage2_threshold == 1.0
+    assert trained_config(asked, {}).condenser.evidence_rule == "first-h-passages"  # no reader: as configured
+    assert "evidence_rule" not in engine_settings(BaleenConfig()) and engine_settings(by_hops)["evidence_rule"] == "first-h-passages"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, evidence_facts, kept_facts, read_verdicts, stage2_candidates
-from baleen_core.condensing.condense import ScoredSentence
+from baleen_core.condensing.condense import ScoredSentence, first_passage_facts, hop_evidence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
 
@@ -158,6 +158,37 @@ def test_evidence_takes_the_best_five_then_at_most_four_passages():
     assert evidence_facts(mixed, [5.0, 4.0, 3.0, 2.0, 1.9, 0.5]) == [(mixed[0], 5.0), (mixed[1], 4.0), (mixed[2], 3.0), (mixed[3], 2.0)]
     # the sizes are settings (the reference's: top 5, at least 2, 4 passages)
     assert evidence_facts(five, [5.0, 4.0, -3.0, -2.0, -1.0], top=5, at_least=3, max_passages=2) == [(five[0], 5.0), (five[1], 4.0)]
+
+
+def test_first_passage_facts_keep_every_fact_of_the_first_h_passages_hand_worked():
+    # stage 2 read 9 facts from 5 passages; ranked: 2.0 (p1), 1.0 (p2), 0.5 (p1), -0.5 (p3), -1.0 (p2), -1.5 (p4), -2.0 (p3), -3.0 (p5), -4.0 (p1)
+    read = [fact(1, 0), fact(2, 0), fact(1, 1), fact(3, 0), fact(2, 1), fact(4, 0), fact(3, 1), fact(5, 0), fact(1, 2)]
+    scores = [2.0, 1.0, 0.5, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0]
+    # 2 passages (p1, p2): all five of their facts, even the weakest (-4.0), which L3x's best 5 would never reach
+    assert first_passage_facts(read, scores, 2) == [(read[0], 2.0), (read[1], 1.0), (read[2], 0.5), (read[4], -1.0), (read[8], -4.0)]
+    # 3 passages add p3's two facts; 5 passages: everything stage 2 read
+    assert [f.key for f, _ in first_passage_facts(read, scores, 3)] == [(1, 0), (2, 0), (1, 1), (3, 0), (2, 1), (3, 1), (1, 2)]
+    assert len(first_passage_facts(read, scores, 5)) == 9
+    # fewer passages read than asked for: all of them; equal scores rank as ranked_by_score does (larger (pid, sid) first)
+    assert first_passage_facts([fact(1), fact(2)], [0.0, 0.0], 3) == [(fact(2), 0.0), (fact(1), 0.0)]
+    assert first_passage_facts([fact(1), fact(2)], [0.0, 0.0], 1) == [(fact(2), 0.0)]
+    assert first_passage_facts([], [], 2) == []
+
+
+def test_hop_evidence_follows_the_configured_rule():
+    read = [fact(1, 0), fact(2, 0), fact(1, 1), fact(3, 0), fact(4, 0)]
+    scores = [2.0, -0.5, 0.5, -1.0, -2.0]
+    l3x, first_h = CondenserConfig(evidence_floors={3: -1.5}), CondenserConfig(evidence_rule="first-h-passages", evidence_floors={3: -1.5})
+    # l3x: the hop count's floor (-1.5 at 3 hops, 0 otherwise), or an explicit floor
+    assert hop_evidence(read, scores, l3x, 3) == evidence_facts(read, scores, floor=-1.5) == [(read[0], 2.0), (read[2], 0.5), (read[1], -0.5), (read[3], -1.0)]
+    assert hop_evidence(read, scores, l3x, 2) == evidence_facts(read, scores) == [(read[0], 2.0), (read[2], 0.5)]
+    assert hop_evidence(read, scores, l3x, 2, floor=-0.7) == [(read[0], 2.0), (read[2], 0.5), (read[1], -0.5)]
+    # first-h-passages: the first H passages (p1, p2 at 2 hops; p1, p2, p3 at 3), floors ignored
+    assert hop_evidence(read, scores, first_h, 2) == [(read[0], 2.0), (read[2], 0.5), (read[1], -0.5)]
+    assert hop_evidence(read, scores, first_h, 3, floor=5.0) == [(read[0], 2.0), (read[2], 0.5), (read[1], -0.5), (read[3], -1.0)]
+    # capped at evidence_max_passages; no hop count known: the reference's rule at 0
+    assert hop_evidence(read, scores, first_h.model_copy(update={"evidence_max_passages": 1}), 4) == [(read[0], 2.0), (read[2], 0.5)]
+    assert hop_evidence(read, scores, first_h) == evidence_facts(read, scores)
 
 
 def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
