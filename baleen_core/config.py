@@ -588,6 +588,11 @@ class BaleenConfig(_Strict):
             systems += [s for s in FUSION_ONLY_SYSTEMS if s not in systems]
         return systems
 
+    @property
+    def chooses_evidence_floors(self) -> bool:
+        """Whether training chooses the evidence floors: asked for, and the evidence rule has a floor (``l3x``)."""
+        return self.training.calibration.evidence_floors and self.condenser.evidence_rule == "l3x"
+
     def with_stage2_threshold(self, threshold: float) -> BaleenConfig:
         """The same settings with ``condenser.stage2_threshold`` replaced (the calibrated one)."""
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"stage2_threshold": threshold})})

@@ -238,7 +238,7 @@ def train_condensers_and_reader(
         best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
         reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in runs[thresholds.index(best.threshold)]}
         floors = dict(condenser.evidence_floors)
-        if training.calibration.evidence_floors and condenser.evidence_rule == "l3x":  # the other rule has no floor
+        if config.chooses_evidence_floors:
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
             calibration["evidence_floor_trials"] = {str(hops): [{**asdict(t), "threshold": json_floor(t.threshold)} for t in tried] for hops, (_, tried) in chosen.items()}

@@ -68,6 +68,7 @@ def main() -> None:
         sys.exit(f"{work}: {err}")
     condenser = CondenserConfig(**evaluated.manifest.params["condenser"])
     calibration = calibration_traces(store, evaluated, condenser.stage2_threshold)
+    l3x = condenser.model_copy(update={"evidence_rule": "l3x"})  # the floors' rule, whichever the evaluation ran with
     claims = store.find("claims", None, evaluated.manifest.inputs["claims"])
     gold_ref = store.find("gold_facts", None, evaluated.manifest.inputs["claims"])
     if claims is None or gold_ref is None:
@@ -75,7 +76,7 @@ def main() -> None:
     gold = gold_fact_sets(store, gold_ref)
 
     calibration_reads = checked_last_reads(store, calibration, claims)
-    chosen = calibrate_evidence_floors(calibration_reads, gold, condenser)
+    chosen = calibrate_evidence_floors(calibration_reads, gold, l3x)
     floors = {hops: best.threshold for hops, (best, _) in chosen.items()}
     print(f"{len(calibration_reads)} calibration claims ({calibration.manifest.producer}, run {calibration.manifest.run_id}): floors {floors}")
     if condenser.evidence_floors and condenser.evidence_floors != floors:
@@ -86,17 +87,17 @@ def main() -> None:
     mismatched = [r["uid"] for r in rows if not same_metrics(recut(r, evidence_at_floor(reads[r["uid"]], condenser.evidence_floor(int(r["num_hops"])), condenser), gold[r["uid"]]), r)]
     if mismatched:
         sys.exit(f"the re-cut at the evaluation's own floors does not give back its metrics for {len(mismatched)} claims (e.g. {mismatched[0]}): the re-cut is not the engine's rule")
-    excluded = {c["uid"] for path in args.exclude for c in json.loads(path.read_text())}
+    excluded = {c["uid"] for path in args.exclude for c in json.loads(path.read_text())} & {r["uid"] for r in rows}
     rows = [r for r in rows if r["uid"] not in excluded]
     print(f"{len(rows)} evaluated claims compared ({len(excluded)} claims excluded by --exclude)")
     systems = {
-        "floor-per-hops": [recut(r, evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), condenser), gold[r["uid"]]) for r in rows],
-        "l3x": [recut(r, evidence_at_floor(reads[r["uid"]], 0.0, condenser), gold[r["uid"]]) for r in rows],
+        "floor-per-hops": [recut(r, evidence_at_floor(reads[r["uid"]], floors.get(int(r["num_hops"]), 0.0), l3x), gold[r["uid"]]) for r in rows],
+        "l3x": [recut(r, evidence_at_floor(reads[r["uid"]], 0.0, l3x), gold[r["uid"]]) for r in rows],
         "first-h-passages": [recut(r, first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
     }
     document = results_document(systems, {}, args.split, None, main=args.main)
     document["evidence_floors"] = {
-        "excluded_claims": sorted(excluded & {r["uid"] for r in store.read_table(metrics, ["uid"]).to_pylist()}),
+        "excluded_claims": sorted(excluded),
         "chosen": json_floors(floors),
         "calibration": {"claims": len(calibration_reads), "hop_traces_run": calibration.manifest.run_id, "producer": calibration.manifest.producer},
         "evaluation_run": evaluated.manifest.run_id,
