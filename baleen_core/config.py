@@ -237,6 +237,11 @@ class LabelConfig(_Strict):
         return self.rounds if self.relabel_for_condensers else self.rounds - 1
 
 
+#: A model's precision on a CPU: float32, or bfloat16 by autocast (fast only where the CPU computes
+#: bf16 natively: AVX512-BF16 or AMX).
+CpuPrecision = Literal["float32", "bfloat16"]
+
+
 class OptimizerConfig(_Strict):
     """What every trainer shares: epochs, batch, AdamW with a separate head learning rate, linear
     warm-up then linear decay, gradient clipping."""
@@ -249,6 +254,17 @@ class OptimizerConfig(_Strict):
     grad_clip: float = Field(default=1.0, gt=0)
     max_examples: int | None = Field(default=None, ge=1, description="Use only the first N examples (smoke runs).")
     seed: int = 0
+    cpu_precision: CpuPrecision = Field(
+        default="float32",
+        description="Training precision on a CPU: 'bfloat16' autocasts forward and backward passes, with eager attention (PyTorch's fused "
+        "CPU attention is slow backwards in bf16); about 2x faster per step where the CPU has native bf16 (AVX512-BF16 or AMX), slower "
+        "where it has not (docs/benchmarks.md). On a GPU training always autocasts to float16.",
+    )
+
+
+#: OptimizerConfig settings added after stores recorded their models' fingerprints: a trained model's
+#: fingerprint names them only when set away from their defaults, so older stores keep their models.
+OPTIMIZER_FIELDS_ADDED_LATER = ("cpu_precision",)
 
 
 class FliprTrainingConfig(OptimizerConfig):
@@ -372,7 +388,6 @@ class TrainingConfig(_Strict):
 CondenserScoring = Literal["marker", "similarity"]
 
 
-CpuPrecision = Literal["float32", "bfloat16"]
 #: How a claim's evidence is cut from stage 2's last read: the reference's L3x (with the floors),
 #: or the facts of the first H passages of stage 2's ranking, H the claim's hop count.
 EvidenceRule = Literal["l3x", "first-h-passages"]

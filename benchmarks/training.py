@@ -108,6 +108,10 @@ def main() -> None:
         "--reader-seed", type=int, default=None,
         help="the reader's seed alone (training.reader.seed; default: --seed): how far the reader's own training moves label accuracy",
     )
+    parser.add_argument(
+        "--cpu-precision", choices=["float32", "bfloat16"], default="float32",
+        help="training.*.cpu_precision of every model: bfloat16 autocasts the training steps on a CPU (fast where it computes bf16 natively)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="results file of the FLIPR rounds as retrievers on the dev claims (step 6)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -141,6 +145,8 @@ def main() -> None:
     }
     for model in settings["training"].values():
         model["seed"] = args.seed
+        if args.cpu_precision != "float32":
+            model["cpu_precision"] = args.cpu_precision
     if args.reader_seed is not None:
         settings["training"]["reader"]["seed"] = args.reader_seed
     if args.stage2_start != "backbone":

@@ -18,7 +18,7 @@ from prefect import task
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
+from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -169,7 +169,7 @@ def train_condenser_stage1(
 ) -> dict[str, ArtifactRef]:
     """Condenser stage 1 on one round's hop labels."""
     store, producer = ArtifactStore(store_root), f"stage1-r{round_number}"
-    params = {"round": round_number, "training": config.model_dump(mode="json"), "layout": training_layout(condenser)}
+    params = {"round": round_number, "training": fingerprint_params(config, added_later=OPTIMIZER_FIELDS_ADDED_LATER), "layout": training_layout(condenser)}
     fp = fingerprint(step="train_stage1", labels=labels.fingerprint, start=condenser.start("stage1"), params=params, version=STAGE1_CHECKPOINT.version)
     if reused := _reuse(store, "stage1_checkpoint", producer, fp, force):
         return reused
@@ -183,7 +183,7 @@ def train_condenser_stage1(
 def stage2_params(condenser: CondenserConfig, config: Stage2TrainingConfig, round_number: int) -> dict:
     """Stage 2's recorded settings; ``config.start`` only when set, so that stores made before it
     existed keep their stage 2."""
-    return {"round": round_number, "training": fingerprint_params(config, added_later=["start"]), "layout": training_layout(condenser)}
+    return {"round": round_number, "training": fingerprint_params(config, added_later=["start", *OPTIMIZER_FIELDS_ADDED_LATER]), "layout": training_layout(condenser)}
 
 
 def stage2_fingerprint(labels: str, stage1: str, condenser: CondenserConfig, config: Stage2TrainingConfig, round_number: int) -> str:
@@ -257,7 +257,7 @@ def train_claim_reader(
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
-        "training": config.model_dump(mode="json"),
+        "training": fingerprint_params(config, added_later=OPTIMIZER_FIELDS_ADDED_LATER),
         "layout": training_layout(condenser),
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
         "context_threshold": engine_facts.manifest.params["condenser"]["stage2_threshold"],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 from prefect import task
 
-from baleen_core.config import FliprTrainingConfig, RetrieverConfig, SearchConfig
+from baleen_core.config import OPTIMIZER_FIELDS_ADDED_LATER, FliprTrainingConfig, RetrieverConfig, SearchConfig
 from baleen_core.retrieval import Flipr, passage_text
 from baleen_core.retrieval.recall import gold_recall
 from baleen_core.training.flipr_trainer import FliprExample, flipr_example_pids, flipr_examples, train_flipr
@@ -83,7 +83,7 @@ def train_flipr_on_labels(
     for the first and then reuses what it published."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = tag or trained_flipr_tag(round_number)
-    params = {"round": round_number, **fingerprint_params(config, added_later=["claim_only_positives"])}
+    params = {"round": round_number, **fingerprint_params(config, added_later=["claim_only_positives", *OPTIMIZER_FIELDS_ADDED_LATER])}
     fps = [fingerprint(step="train_flipr", labels=labels.fingerprint, encoder=e, params=params, version=FLIPR_CHECKPOINT.version) for e in encoder_fingerprints(retriever)]
     fp = fps[0]
     waiting = lambda: logger.info("another run is training this same FLIPR (round %d) in work/flipr-%s: waiting for it", round_number, fp)  # noqa: E731

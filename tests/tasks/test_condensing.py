@@ -33,11 +33,24 @@ def test_stage2_from_stage1_is_a_stage2_of_its_own_and_the_default_keeps_stores_
     from_stage1 = default.model_copy(update={"start": "stage1"})
     old = fingerprint(
         step="train_stage2", labels="L", stage1="S1", start=condenser.start("stage2"), version=STAGE2_CHECKPOINT.version,
-        params={"round": 1, "training": {k: v for k, v in default.model_dump(mode="json").items() if k != "start"}, "layout": training_layout(condenser)},
+        params={"round": 1, "training": {k: v for k, v in default.model_dump(mode="json").items() if k not in {"start", "cpu_precision"}}, "layout": training_layout(condenser)},
     )
     assert stage2_fingerprint("L", "S1", condenser, default, 1) == old
     assert stage2_fingerprint("L", "S1", condenser, from_stage1, 1) not in {old, stage2_fingerprint("L", "S1b", condenser, from_stage1, 1)}
     assert "start" in stage2_params(condenser, from_stage1, 1)["training"] and "start" not in stage2_params(condenser, default, 1)["training"]
+
+
+def test_a_model_trained_in_bf16_is_a_model_of_its_own_and_float32_keeps_stores_models():
+    """``training.*.cpu_precision``: bf16 steps make another model, never reused for a float32 one;
+    at its default (float32) the fingerprint is what stores recorded before the setting existed."""
+    from baleen_core.config import OPTIMIZER_FIELDS_ADDED_LATER, OptimizerConfig
+
+    assert set(OPTIMIZER_FIELDS_ADDED_LATER) <= set(OptimizerConfig.model_fields)
+    condenser, default = CondenserConfig(), Stage2TrainingConfig()
+    bf16 = default.model_copy(update={"cpu_precision": "bfloat16"})
+    assert "cpu_precision" not in stage2_params(condenser, default, 1)["training"]
+    assert stage2_params(condenser, bf16, 1)["training"]["cpu_precision"] == "bfloat16"
+    assert stage2_fingerprint("L", "S1", condenser, bf16, 1) != stage2_fingerprint("L", "S1", condenser, default, 1)
 
 
 def test_the_engine_runs_with_the_readers_evidence_rule_and_old_runs_keep_their_settings():

@@ -69,3 +69,65 @@ def test_a_history_summarised_by_hand():
         "last_val_loss": 0.75,
     }
     assert history_summary([]) == {"steps": 0, "train_seconds": 0, "epoch_mean_loss": {}, "first_loss": None, "last_loss": None, "first_val_loss": None, "last_val_loss": None}
+
+
+class _TinyBert:
+    """A Trainable around a real (tiny, random) Hugging Face BERT, whose attention the loop may switch."""
+
+    def __init__(self):
+        from transformers import BertConfig, BertModel
+
+        torch.manual_seed(0)
+        self.module = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32))
+        self.device = torch.device("cpu")
+
+    def head_parameters(self):
+        return []
+
+    def save(self, directory):
+        directory.mkdir(parents=True)
+        torch.save(self.module.state_dict(), directory / "weights.pt")
+
+    def load_weights(self, directory):
+        self.module.load_state_dict(torch.load(directory / "weights.pt"))
+
+
+@pytest.mark.parametrize("cpu_precision", ["float32", "bfloat16"])
+def test_cpu_training_runs_in_the_precision_asked_with_eager_attention_only_while_in_bf16(tmp_path, cpu_precision):
+    from baleen_core.config import OptimizerConfig
+    from baleen_core.training.loop import train_epochs
+
+    model = _TinyBert()
+    assert model.module.config._attn_implementation == "sdpa"
+    seen = []
+
+    def loss_fn(batch):
+        hidden = model.module(input_ids=torch.tensor(batch)).last_hidden_state
+        products = hidden @ hidden.transpose(1, 2)  # a matmul, as FLIPR's scores are: bf16 under the autocast
+        seen.append((torch.is_autocast_enabled("cpu"), products.dtype, model.module.config._attn_implementation, model.module.training))
+        return hidden.float().pow(2).mean()
+
+    examples = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
+    config = OptimizerConfig(epochs=1, batch_size=2, cpu_precision=cpu_precision)
+    _, history = train_epochs(model, examples, loss_fn, config, tmp_path / "run", validation=examples[:2], validate_every=1)
+    bf16 = cpu_precision == "bfloat16"
+    steps = [s for s in seen if s[3]]
+    validations = [s for s in seen if not s[3]]
+    assert len(history) == 2 and len(steps) == 2 and validations  # validated after each step, in eval mode
+    assert all(s[:3] == (bf16, torch.bfloat16 if bf16 else torch.float32, "eager" if bf16 else "sdpa") for s in seen)
+    assert model.module.config._attn_implementation == "sdpa"  # back to the faster one for inference
+    assert all(p.dtype == torch.float32 for p in model.module.parameters())  # autocast: the weights stay float32
+
+
+def test_a_failed_bf16_step_still_gives_the_backbone_its_attention_back(tmp_path):
+    from baleen_core.config import OptimizerConfig
+    from baleen_core.training.loop import train_epochs
+
+    model = _TinyBert()
+
+    def failing(batch):
+        raise RuntimeError("a step failed")
+
+    with pytest.raises(RuntimeError, match="a step failed"):
+        train_epochs(model, [[1, 2], [3, 4]], failing, OptimizerConfig(batch_size=2, cpu_precision="bfloat16"), tmp_path / "run")
+    assert model.module.config._attn_implementation == "sdpa"
