@@ -257,8 +257,9 @@ class OptimizerConfig(_Strict):
     cpu_precision: CpuPrecision = Field(
         default="float32",
         description="Training precision on a CPU: 'bfloat16' autocasts forward and backward passes, with eager attention (PyTorch's fused "
-        "CPU attention is slow backwards in bf16); about 2x faster per step where the CPU has native bf16 (AVX512-BF16 or AMX), slower "
-        "where it has not (docs/benchmarks.md). On a GPU training always autocasts to float16.",
+        "CPU attention is slow backwards in bf16). Where the CPU has native bf16 (AVX512-BF16 or AMX) hover-mini's models trained "
+        "1.05x (stage 2) to 1.5x (FLIPR) faster at the same quality; where it has not, slower (docs/benchmarks.md). On a GPU training "
+        "always autocasts to float16.",
     )
 
 
