@@ -455,6 +455,11 @@ class CondenserConfig(_Strict):
         """The evidence rule's floor for a claim of ``hops`` hops (0, the reference's, unless set)."""
         return self.evidence_floors.get(hops, 0.0)
 
+    def first_h_passages(self, hops: int) -> int:
+        """How many passages the ``first-h-passages`` rule takes for a claim of ``hops`` hops: H, at
+        most ``evidence_max_passages``."""
+        return min(hops, self.evidence_max_passages)
+
     def start(self, stage: Literal["stage1", "stage2"]) -> str:
         """Where training of ``stage`` starts: its saved checkpoint, else the backbone."""
         checkpoint = self.stage1_checkpoint if stage == "stage1" else self.stage2_checkpoint

@@ -381,7 +381,7 @@ def verify(
 
     cfg, db, models, _, _ = _evaluation_setup(config, system)
     condenser = trained_config(cfg, models).condenser  # the context threshold and evidence rule the reader was trained with
-    evidence = f"the first {min(hops, condenser.evidence_max_passages)} passages" if condenser.evidence_rule == "first-h-passages" else f"floor at {hops} hops {condenser.evidence_floor(hops):g}"
+    evidence = f"the first {condenser.first_h_passages(hops)} passages" if condenser.evidence_rule == "first-h-passages" else f"floor at {hops} hops {condenser.evidence_floor(hops):g}"
     typer.echo(f"context threshold (the reader's, chosen in training): {condenser.stage2_threshold:g}; evidence: {evidence}")
     verdict, titles = verify_claim(db, cfg, claim, hops, system, models)
     for h in verdict.hops:

@@ -159,15 +159,18 @@ def fingerprint(**parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def fingerprint_params(settings: BaseModel, include: set[str] | None = None, added_later: Sequence[str] = ()) -> dict[str, Any]:
-    """``settings`` (only ``include``, if given) as a step's fingerprint parameters, leaving out
-    each field named in ``added_later`` while it holds its default: a setting added after stores
-    recorded their fingerprints changes them only when it is set, so what they made is reused."""
-    defaults = type(settings).model_fields
+def fingerprint_params(
+    settings: BaseModel, include: set[str] | None = None, added_later: Sequence[str] = (), exclude: set[str] | None = None
+) -> dict[str, Any]:
+    """``settings`` (only ``include``, if given, without ``exclude``) as a step's fingerprint
+    parameters, leaving out each field named in ``added_later`` while it holds its default (a
+    default factory's value too): a setting added after stores recorded their fingerprints changes
+    them only when it is set, so what they made is reused."""
+    fields = type(settings).model_fields
     return {
         name: value
-        for name, value in settings.model_dump(mode="json", include=include).items()
-        if name not in added_later or getattr(settings, name) != defaults[name].default
+        for name, value in settings.model_dump(mode="json", include=include, exclude=exclude).items()
+        if name not in added_later or getattr(settings, name) != fields[name].get_default(call_default_factory=True)
     }
 
 

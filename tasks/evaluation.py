@@ -33,7 +33,7 @@ from baleen_core.trace_html import ClaimTrace, TracedFact, TracedHop, TracedPass
 from baleen_core.trace_markdown import literal, render_claim_markdown
 from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
 from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
-from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint
+from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
 from baleen_tasks.condensing import gold_fact_sets, passages_by_pid
@@ -147,17 +147,14 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
     return pa.Table.from_pylist(prediction_rows(system, verdicts), schema=PREDICTIONS.schema), trace_table(system, verdicts)
 
 
+#: Condenser settings added after engine runs recorded their fingerprints: at their defaults
+#: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
+ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule")
+
+
 def engine_settings(config: BaleenConfig) -> dict:
-    """The condenser settings an engine run depends on (float32 is how every run before the CPU
-    precision settings existed ran, and no evidence floor and the L3x rule how every run before
-    those did: those stay reusable)."""
-    condenser = config.condenser
-    unset = (
-        {name for name in CPU_PRECISION_FIELDS if getattr(condenser, name) == "float32"}
-        | ({"evidence_floors"} if not condenser.evidence_floors else set())
-        | ({"evidence_rule"} if condenser.evidence_rule == "l3x" else set())
-    )
-    return condenser.model_dump(mode="json", exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"} | unset)
+    """The condenser settings an engine run depends on."""
+    return fingerprint_params(config.condenser, exclude={"device", "batch_size", "stage1_checkpoint", "stage2_checkpoint"}, added_later=ENGINE_FIELDS_ADDED_LATER)
 
 
 def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, models: ModelRefs, config: BaleenConfig) -> tuple[str, dict, dict, str]:

@@ -156,7 +156,7 @@ def hop_evidence(
     no hop count known), :func:`evidence_facts` with the configured sizes at ``floor`` (none
     given: the hop count's configured floor, 0 without one)."""
     if config.evidence_rule == "first-h-passages" and hops is not None:
-        return first_passage_facts(candidates, scores, min(hops, config.evidence_max_passages))
+        return first_passage_facts(candidates, scores, config.first_h_passages(hops))
     if floor is None:
         floor = 0.0 if hops is None else config.evidence_floor(hops)
     return evidence_facts(candidates, scores, config.max_kept, config.evidence_min_facts, config.evidence_max_passages, floor)

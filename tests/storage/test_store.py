@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from baleen_storage import ArtifactStore, StoreError, fingerprint, fingerprint_params, new_run_id
 from baleen_storage.store import UnreleasedArtifact, published_manifest
@@ -220,6 +220,13 @@ def test_a_setting_added_later_changes_fingerprints_only_when_it_is_set():
     assert fingerprint_params(Settings(fusion="bm25"), added_later=["fusion"]) == {"depth": 100, "fusion": "bm25"}
     assert fingerprint_params(Settings(depth=5), include={"fusion"}) == {"fusion": "none"}  # not added later: always there
     assert fingerprint_params(Settings(depth=5), include={"depth"}, added_later=["fusion"]) == {"depth": 5}
+
+    class WithFloors(Settings):
+        floors: dict[int, float] = Field(default_factory=dict)  # a default made by a factory, added later too
+
+    assert fingerprint_params(WithFloors(), added_later=["fusion", "floors"]) == {"depth": 100}
+    assert fingerprint_params(WithFloors(floors={3: -1.0}), added_later=["fusion", "floors"]) == {"depth": 100, "floors": {"3": -1.0}}
+    assert fingerprint_params(WithFloors(fusion="bm25"), added_later=["floors"], exclude={"depth"}) == {"fusion": "bm25"}
 
 
 def test_run_ids_sort_by_time_and_are_unique():
