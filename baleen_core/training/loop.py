@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from baleen_core.config import OptimizerConfig
+from baleen_core.training.attention import register_cpu_training_attention
 
 STATE_FILE = "trainer_state.pt"
 STEPS_FILE = "steps.json"
@@ -82,18 +83,21 @@ def training_autocast(device: torch.device, cpu_precision: str = "float32") -> t
 @contextmanager
 def training_precision(module: nn.Module, device: torch.device, cpu_precision: str) -> Iterator[None]:
     """While training in bfloat16 on a CPU, every Hugging Face backbone inside ``module`` uses eager
-    attention: PyTorch's fused CPU attention (sdpa) runs its backward in bf16 barely faster than in
-    float32 (MiniLM-L6, 16 × 512 tokens, one step on a 2-core AVX512-BF16 CPU: sdpa 12.7 s float32,
-    10.6 s bf16; eager 6.4 s bf16). Each backbone's own implementation comes back afterwards:
-    sdpa is the faster one at inference."""
+    attention with a cheaper dropout (:mod:`baleen_core.training.attention`): PyTorch's fused CPU
+    attention (sdpa) runs its backward in bf16 barely faster than in float32 (MiniLM-L6, 16 × 512
+    tokens, one step on a 2-core AVX512-BF16 CPU: sdpa 12.7 s float32, 10.6 s bf16; eager 6.4 s
+    bf16), and drawing eager attention's dropout mask element by element took a third of a bf16
+    stage-2 step. Each backbone's own implementation comes back afterwards: sdpa is the faster one
+    at inference."""
     switched = []
     if device.type == "cpu" and cpu_precision == "bfloat16":
         from transformers import PreTrainedModel
 
+        training_attention = register_cpu_training_attention()
         for sub in module.modules():
-            if isinstance(sub, PreTrainedModel) and sub.config._attn_implementation != "eager":
+            if isinstance(sub, PreTrainedModel) and sub.config._attn_implementation != training_attention:
                 switched.append((sub, sub.config._attn_implementation))
-                sub.set_attn_implementation("eager")
+                sub.set_attn_implementation(training_attention)
     try:
         yield
     finally:

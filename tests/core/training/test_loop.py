@@ -93,8 +93,9 @@ class _TinyBert:
 
 
 @pytest.mark.parametrize("cpu_precision", ["float32", "bfloat16"])
-def test_cpu_training_runs_in_the_precision_asked_with_eager_attention_only_while_in_bf16(tmp_path, cpu_precision):
+def test_cpu_training_runs_in_the_precision_asked_with_lane_dropout_attention_only_while_in_bf16(tmp_path, cpu_precision):
     from baleen_core.config import OptimizerConfig
+    from baleen_core.training.attention import CPU_TRAINING_ATTENTION
     from baleen_core.training.loop import train_epochs
 
     model = _TinyBert()
@@ -114,7 +115,7 @@ def test_cpu_training_runs_in_the_precision_asked_with_eager_attention_only_whil
     steps = [s for s in seen if s[3]]
     validations = [s for s in seen if not s[3]]
     assert len(history) == 2 and len(steps) == 2 and validations  # validated after each step, in eval mode
-    assert all(s[:3] == (bf16, torch.bfloat16 if bf16 else torch.float32, "eager" if bf16 else "sdpa") for s in seen)
+    assert all(s[:3] == (bf16, torch.bfloat16 if bf16 else torch.float32, CPU_TRAINING_ATTENTION if bf16 else "sdpa") for s in seen)
     assert model.module.config._attn_implementation == "sdpa"  # back to the faster one for inference
     assert all(p.dtype == torch.float32 for p in model.module.parameters())  # autocast: the weights stay float32
 
