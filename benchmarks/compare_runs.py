@@ -62,9 +62,11 @@ def main() -> None:
             sys.exit(f"{work}: {err}")
         rows[name] = store.read_table(ref).to_pylist()
         wall = work / "training-wall.json"
+        models, steps = _models_training(store, store.get("predictions", ref.manifest.run_id, producer), newest_flipr=run_id is None)
         budgets[name] = {
             "system": system,
-            "models": _models_training(store, store.get("predictions", ref.manifest.run_id, producer)),
+            "models": models,
+            "model_steps": steps,
             # the work directory's newest training run, which an earlier evaluation (DIR@RUN_ID) may predate
             "training": None if run_id else (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
             "training_wall": json.loads(wall.read_text()) if wall.is_file() and not run_id else None,
@@ -76,18 +78,32 @@ def main() -> None:
     print(f"\nwritten: {args.out}")
 
 
-def _models_training(store: ArtifactStore, predictions: ArtifactRef) -> dict:
-    """The training settings each evaluated model was trained with, from the store's lineage: the
-    predictions name their models by fingerprint, and each model's training steps carry its
-    settings. Two evaluations of one work directory, retrained between them, differ here."""
-    found = {}
+def _models_training(store: ArtifactStore, predictions: ArtifactRef, newest_flipr: bool) -> tuple[dict, dict]:
+    """The training settings each evaluated model was trained with, and how long its steps took
+    (:func:`_step_times`), from the store's lineage: the predictions name their models by
+    fingerprint, and each model's training steps carry its settings. Two evaluations of one work
+    directory, retrained between them, differ here. FLIPR's steps (the index, not the predictions,
+    names FLIPR) are the store's newest, so only with ``newest_flipr``."""
+    settings, times = {}, {}
     for model in ("stage1", "stage2", "reader"):
         fingerprint = predictions.manifest.inputs.get(model)
         steps = store.find("training_steps", None, fingerprint) if fingerprint else None
         if steps is not None:
-            found[model] = steps.manifest.params["training"]
-    return found
+            settings[model] = steps.manifest.params["training"]
+            times[model] = _step_times(store, steps)
+    flipr = [ref for ref in store.refs("training_steps") if ref.manifest.producer.startswith("flipr-")] if newest_flipr else []
+    if flipr:
+        times["flipr"] = _step_times(store, flipr[-1])
+    return settings, times
 
+
+def _step_times(store: ArtifactStore, steps: ArtifactRef) -> dict:
+    """A model's training steps: how many, their seconds in all (forward, backward and optimizer;
+    not validation or checkpoints) and the median step's."""
+    seconds = sorted(store.read_table(steps).column("seconds").to_pylist())
+    middle = len(seconds) // 2
+    median = (seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2) if seconds else None
+    return {"steps": len(seconds), "seconds": round(sum(seconds), 1), "median_step_seconds": None if median is None else round(median, 3)}
 
 if __name__ == "__main__":
     main()
