@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,10 +101,8 @@ def _models_training(store: ArtifactStore, predictions: ArtifactRef, newest_flip
 def _step_times(store: ArtifactStore, steps: ArtifactRef) -> dict:
     """A model's training steps: how many, their seconds in all (forward, backward and optimizer;
     not validation or checkpoints) and the median step's."""
-    seconds = sorted(store.read_table(steps).column("seconds").to_pylist())
-    middle = len(seconds) // 2
-    median = (seconds[middle] if len(seconds) % 2 else (seconds[middle - 1] + seconds[middle]) / 2) if seconds else None
-    return {"steps": len(seconds), "seconds": round(sum(seconds), 1), "median_step_seconds": None if median is None else round(median, 3)}
+    seconds = store.read_table(steps).column("seconds").to_pylist()
+    return {"steps": len(seconds), "seconds": round(sum(seconds), 1), "median_step_seconds": round(statistics.median(seconds), 3) if seconds else None}
 
 if __name__ == "__main__":
     main()

@@ -146,7 +146,8 @@ def main() -> None:
         },
         "evaluation": {"systems": args.systems.split(",")},
     }
-    cpu_precision = ("bfloat16" if cpu_has_native_bfloat16() else "float32") if args.cpu_precision == "native" else args.cpu_precision
+    native_bfloat16 = cpu_has_native_bfloat16()
+    cpu_precision = ("bfloat16" if native_bfloat16 else "float32") if args.cpu_precision == "native" else args.cpu_precision
     for model in settings["training"].values():
         model["seed"] = args.seed
         if cpu_precision != "float32":
@@ -157,7 +158,7 @@ def main() -> None:
         settings["training"]["stage2"]["start"] = args.stage2_start
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
-    if cpu_has_native_bfloat16():
+    if native_bfloat16:
         settings["condenser"] = {"stage1_cpu_precision": "bfloat16"}
     if args.fusion != "none":
         settings["search"] = {"fusion": args.fusion}

@@ -16,6 +16,8 @@ gets its own implementation back after training (:func:`baleen_core.training.loo
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -29,9 +31,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
     1/65,536, from the default generator (``torch.manual_seed`` repeats it)."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     words = torch.randint(-(1 << 63), (1 << 63) - 1, ((n + 3) // 4,), dtype=torch.int64)
     lanes = words.view(torch.int16)[:n].view(shape)  # four uniform signed 16-bit values a word
     return lanes >= -(_LANES // 2) + dropped_lanes(p)
@@ -66,9 +66,7 @@ def eager_attention_with_lane_dropout(
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
-        # in the scores' dtype: a float32 mask would lift the whole [batch, heads, length, length]
-        # softmax and dropout to float32 under bf16 autocast (the clamp keeps its minimum finite)
-        weights = weights + attention_mask.clamp(min=torch.finfo(weights.dtype).min).to(weights.dtype)
+        weights = weights + attention_mask  # made in the scores' dtype (:func:`padding_mask_in_autocast_dtype`)
     weights = nn.functional.softmax(weights, dim=-1)
     if module.training:
         weights = lane_dropout(weights, dropout)
@@ -76,13 +74,25 @@ def eager_attention_with_lane_dropout(
     return output, weights
 
 
+def padding_mask_in_autocast_dtype(*args, dtype: torch.dtype = torch.float32, **kwargs) -> torch.Tensor:
+    """Transformers' eager additive mask, made once per forward pass in the CPU autocast's dtype
+    when autocast is on: a float32 mask added to bf16 scores would lift every layer's whole
+    ``[batch, heads, length, length]`` softmax and dropout to float32. Its minimum is that dtype's
+    own (finite), so a masked position still gets a probability of 0."""
+    from transformers.masking_utils import eager_mask
+
+    if torch.is_autocast_enabled("cpu"):
+        dtype = torch.get_autocast_dtype("cpu")
+    return eager_mask(*args, dtype=dtype, **kwargs)
+
+
 def register_cpu_training_attention() -> str:
-    """Make :data:`CPU_TRAINING_ATTENTION` a name Transformers knows, with the eager additive mask
+    """Make :data:`CPU_TRAINING_ATTENTION` a name Transformers knows, with its additive padding mask
     (a name without a mask function gets no padding mask at all); returns the name. Registering
     again replaces the same functions."""
     from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.masking_utils import AttentionMaskInterface
 
     AttentionInterface.register(CPU_TRAINING_ATTENTION, eager_attention_with_lane_dropout)
-    AttentionMaskInterface.register(CPU_TRAINING_ATTENTION, eager_mask)
+    AttentionMaskInterface.register(CPU_TRAINING_ATTENTION, padding_mask_in_autocast_dtype)
     return CPU_TRAINING_ATTENTION
