@@ -221,9 +221,7 @@ def train_condenser_stage2(
     with Progress(stage2_ranked_hops(hops, config), f"Condenser stage 2, round-{round_number} labels: stage-1 candidates", unit="hop") as progress:
         examples = stage2_examples(first, hops, condenser, config, on_ranked=progress.update)
     golds = sum(sum(e.gold) for e in examples)
-    model = SequenceModel.condenser_to_train("stage2", condenser, config.seed)
-    if config.start == "stage1":
-        model.start_from(first)
+    model = SequenceModel.copy_of(first, "stage2") if config.start == "stage1" else SequenceModel.condenser_to_train("stage2", condenser, config.seed)
     del first
     fit = lambda train, validation, work_dir, on_step: train_stage2(model, train, validation, condenser, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, {"labels": labels.fingerprint, "stage1": stage1.fingerprint}, params)

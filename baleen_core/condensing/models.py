@@ -224,6 +224,14 @@ class SequenceModel:
         (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, "scoring": self.module.scoring, "architecture": type(self.module.backbone).__name__, "trained_from": self.source}, indent=2))
         return directory
 
+    @classmethod
+    def copy_of(cls, other: SequenceModel, kind: Kind) -> SequenceModel:
+        """A new ``kind`` model that starts as a copy of ``other``'s encoder, head and tokenizer,
+        to train on from there without loading a backbone it would replace: the stage-2 task
+        starts from the trained stage 1 this way (:meth:`start_from` does it to a model already
+        made)."""
+        return cls(kind, copy.deepcopy(other.module), other.tokenizer, other.device, f"{other.kind}: {other.source}")
+
     def start_from(self, other: SequenceModel) -> SequenceModel:
         """Take a copy of ``other``'s encoder and head (backbone, head and scoring) as this model's
         own, to train on from there; returns self. Stage 2 starts from the trained stage 1 this way

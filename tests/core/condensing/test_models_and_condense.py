@@ -259,6 +259,13 @@ def test_stage2_started_from_a_trained_stage1_scores_as_it_and_then_trains_on_a_
     assert SequenceModel.load("stage2", tmp_path / "s2", "cpu").source == str(tmp_path / "s2")
     assert json.loads((tmp_path / "s2" / "model_config.json").read_text())["trained_from"] == f"stage1: {backbone}"
 
+    copied = SequenceModel.copy_of(stage1, "stage2")  # the same start, made without loading a backbone
+    assert copied.kind == "stage2" and copied.source == f"stage1: {backbone}"
+    assert copied.predict([window], 4)[0].tolist() == pytest.approx(first.tolist(), abs=1e-6)
+    with torch.no_grad():
+        copied.module.head.linear.bias.add_(1.0)
+    assert stage1.predict([window], 4)[0].tolist() == pytest.approx(first.tolist(), abs=1e-6)
+
     other_vocabulary = copy.deepcopy(stage1.tokenizer)
     other_vocabulary.add_tokens(["glassharbourian"])
     with pytest.raises(ValueError, match="vocabularies differ"):
