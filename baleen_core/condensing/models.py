@@ -239,8 +239,8 @@ class SequenceModel:
         keeps its own token cache."""
         if other.tokenizer.get_vocab() != self.tokenizer.get_vocab():
             raise ValueError(f"{self.kind} cannot start from {other.kind} ({other.source}): their tokenizers' vocabularies differ")
-        self.module = copy.deepcopy(other.module).to(self.device).eval()
-        self.source = f"{other.kind}: {other.source}"
+        copied = SequenceModel.copy_of(other, self.kind)
+        self.module, self.source = copied.module.to(self.device).eval(), copied.source
         return self
 
     # ---- what the training loop needs (baleen_core.training.loop.Trainable) ----
