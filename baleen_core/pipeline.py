@@ -19,7 +19,7 @@ import pickle
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from baleen_core.condensing import SequenceModel
-from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors
-from baleen_core.config import BaleenConfig, LabelConfig, json_floor, json_floors, parse_floors
+from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
+from baleen_core.config import BaleenConfig, LabelConfig, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
@@ -241,8 +241,8 @@ def train_condensers_and_reader(
         if config.chooses_evidence_floors:
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
-            calibration["evidence_floor_trials"] = {str(hops): [{**asdict(t), "threshold": json_floor(t.threshold)} for t in tried] for hops, (_, tried) in chosen.items()}
-        calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[asdict(t) for t in trials])
+            calibration["evidence_floor_trials"] = {str(hops): [floor_trial_row(t) for t in tried] for hops, (_, tried) in chosen.items()}
+        calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[threshold_trial_row(t) for t in trials])
         calibration["evidence_floors"] = json_floors(floors)
         logger.info("context threshold and evidence floors: %s", calibration)
         final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in evidence_at_floors(reads, floors, condenser).items()}

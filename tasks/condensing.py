@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row
+from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
@@ -423,10 +423,7 @@ def choose_context_threshold(store_root: str, runs: list[tuple[float, ArtifactRe
     finals = {threshold: final_facts_of(store, traces) for threshold, traces in runs}
     gold = gold_fact_sets(store, gold_facts, sorted({uid for facts in finals.values() for uid in facts}))  # the same claims in every run
     best, trials = calibrate_threshold(finals, gold)
-    table = [
-        {**{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(t).items()}, "keeps_p_above": round(t.keeps_above_probability, 3), "chosen": t is best}
-        for t in trials
-    ]
+    table = [{**threshold_trial_row(t), "chosen": t is best} for t in trials]
     publish_table(key="context-threshold", table=table, description="Context thresholds tried by running the engine on the held-out training claims")
     run_logger().info("context threshold %g chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
     return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": table}

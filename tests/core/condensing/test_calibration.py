@@ -15,7 +15,9 @@ from baleen_core.condensing.calibration import (
     choose_threshold,
     evidence_at_floor,
     evidence_at_floors,
+    floor_trial_row,
     threshold_trial,
+    threshold_trial_row,
 )
 from baleen_core.condensing.layouts import Sentence
 from baleen_core.config import CondenserConfig
@@ -92,3 +94,11 @@ def test_evidence_at_floors_uses_each_claims_hop_count_and_0_where_none_is_given
         "b": [(4, 0), (5, 0), (6, 0)],  # 3 hops at -1: -0.5 joins
         "c": [(8, 0), (9, 0)],  # 4 hops at inf: exactly the best 2, though 0.2 is above 0
     }
+
+
+def test_trial_rows_round_the_means_and_write_the_threshold_as_the_tables_show_it():
+    trial = ThresholdTrial(threshold=0.0, claims=3, final_fact_f1=2 / 3, final_passage_em=1 / 3, mean_final_facts=7 / 3)
+    assert threshold_trial_row(trial) == {"threshold": 0.0, "claims": 3, "final_fact_f1": 0.6667, "final_passage_em": 0.3333, "mean_final_facts": 2.333, "keeps_p_above": 0.5}
+    assert threshold_trial_row(ThresholdTrial(2.0, 3, 0.5, 0.5, 2.0))["keeps_p_above"] == 0.881  # 1 / (1 + e^-2)
+    assert floor_trial_row(ThresholdTrial(-math.inf, 3, 0.5, 0.5, 2.0))["floor"] == "-inf"  # JSON has no infinity
+    assert floor_trial_row(trial)["floor"] == 0.0 and "keeps_p_above" not in floor_trial_row(trial)
