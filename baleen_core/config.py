@@ -346,6 +346,11 @@ class ReaderTrainingConfig(OptimizerConfig):
         "swap a name or year for one the facts lack and drop a fact (both NOT_SUPPORTED), shuffle the facts "
         "(see baleen_core.training.reader_augmentation). [] trains on the examples alone.",
     )
+    start: Literal["backbone", "stage2"] = Field(
+        default="backbone",
+        description="Where the reader's encoder starts: the backbone (reader.checkpoint when set), or the encoder of the trained stage 2 "
+        "of the same round, which has learned to read a claim against its facts; the reader's own head starts fresh either way.",
+    )
 
 
 class ThresholdCalibrationConfig(_Strict):
@@ -599,6 +604,19 @@ class BaleenConfig(_Strict):
     def _one_start_for_stage2(self) -> BaleenConfig:
         if self.training.stage2.start == "stage1" and self.condenser.stage2_checkpoint is not None:
             raise ValueError("training.stage2.start: stage1 and condenser.stage2_checkpoint both say where stage 2's training starts; keep one")
+        return self
+
+    @model_validator(mode="after")
+    def _reader_from_stage2_reads_its_backbone(self) -> BaleenConfig:
+        if self.training.reader.start != "stage2":
+            return self
+        if self.reader.checkpoint is not None:
+            raise ValueError("training.reader.start: stage2 and reader.checkpoint both say where the reader's training starts; keep one")
+        if self.reader.resolved_backbone() != self.condenser.resolved_backbone():
+            raise ValueError(
+                f"training.reader.start: stage2 needs the reader and the condensers on one backbone (reader.backbone {self.reader.resolved_backbone()!r}, "
+                f"condenser.backbone {self.condenser.resolved_backbone()!r}); set both alike or start the reader from its backbone"
+            )
         return self
 
     def evaluated_systems(self) -> list[str]:

@@ -260,10 +260,15 @@ def train_condensers_and_reader(
             stage2.start_from(stage1)
         return train_stage2(stage2, train, held, condenser, cfg2, work_dir)
 
+    def fit_reader(train: list, held: list, work_dir: Path) -> tuple[Path, list[dict]]:  # from the backbone, or from the stage 2 just trained
+        if cfg3.start == "stage2":
+            reader.take_encoder_from(stage2)
+        return train_reader(reader, train, held, reader_config, cfg3, work_dir)
+
     plan = (
         ("stage1", stage1, stage1_set, lambda train, held, d: train_stage1(stage1, train, held, condenser, cfg1, d), cfg1, None, fit_held_out),
         ("stage2", stage2, stage2_set, fit_stage2, cfg2, None, fit_held_out),
-        ("reader", reader, reader_set, lambda train, held, d: train_reader(reader, train, held, reader_config, cfg3, d), cfg3, partial(reader_training_sets, config=cfg3), reader_record),
+        ("reader", reader, reader_set, fit_reader, cfg3, partial(reader_training_sets, config=cfg3), reader_record),
     )
     records = {}
     for name, model, examples, trainer, cfg, split, fit_model in plan:

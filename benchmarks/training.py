@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -78,6 +78,7 @@ def main() -> None:
         help="training claims besides the held-out ones whose gold facts the reader also reads (CPU budget); 0 = all",
     )
     parser.add_argument("--reader-epochs", type=int, default=2)
+    parser.add_argument("--reader-start", choices=["backbone", "stage2"], default="backbone", help="training.reader.start: the reader's encoder from the backbone, or from the trained stage 2")
     parser.add_argument("--systems", default="baleen,bm25-multihop,single-hop", help="systems the evaluation will run (colbert-full among them trains a second FLIPR)")
     # 4 for stage 1, not 1: on the 159 held-out training claims the full system's
     # passage F1 +0.030 [+0.004, +0.053], EM +0.025 [-0.019, +0.075], for ~13 minutes more stage-1
@@ -156,6 +157,8 @@ def main() -> None:
         settings["training"]["reader"]["seed"] = args.reader_seed
     if args.stage2_start != "backbone":
         settings["training"]["stage2"]["start"] = args.stage2_start
+    if args.reader_start != "backbone":
+        settings["training"]["reader"]["start"] = args.reader_start
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if native_bfloat16:

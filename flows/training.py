@@ -127,7 +127,7 @@ def train_condensers_and_reader(
     chosen = choose_context_threshold(root, runs, gold_facts)["threshold"] if len(runs) > 1 else runs[0][0]
     engine_facts = dict(runs)[chosen]
     floors = choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid)["floors"] if config.chooses_evidence_floors else None
-    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors)["reader_checkpoint"]
+    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors, stage2)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
     return {"stage1": stage1, "stage2": stage2, "reader_facts": engine_facts, "reader": reader}
 

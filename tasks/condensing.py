@@ -229,6 +229,23 @@ def train_condenser_stage2(
     return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, split_held_out(examples, config.validation_share, config.seed), config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
 
 
+def reader_training_params(config: ReaderTrainingConfig) -> dict:
+    """The reader's recorded training settings; ``start`` and ``cpu_precision`` only when set, so
+    that stores made before they existed keep their reader."""
+    return fingerprint_params(config, added_later=[*OPTIMIZER_FIELDS_ADDED_LATER, "start"])
+
+
+def reader_start(reader: ReaderConfig, config: ReaderTrainingConfig, stage2: ArtifactRef | None) -> tuple[str, dict[str, str]]:
+    """Where the reader's training starts, as its fingerprint records it, and the inputs that
+    adds: the saved reader or the backbone, or (``config.start == "stage2"``) the trained stage 2,
+    whose fingerprint then is one of the reader's inputs."""
+    if config.start == "backbone":
+        return str(reader.checkpoint or reader.resolved_backbone()), {}
+    if stage2 is None:
+        raise ValueError("training.reader.start: stage2 needs the trained stage 2 to start from; pass its checkpoint")
+    return f"stage2 encoder {stage2.fingerprint}", {"stage2": stage2.fingerprint}
+
+
 @task(name="train-reader", task_run_name="train-reader · round {round_number}", tags=[GPU_TAG])
 def train_claim_reader(
     store_root: str,
@@ -244,6 +261,7 @@ def train_claim_reader(
     run_id: str,
     force: bool = False,
     evidence_floors: Mapping[str, float | str] | None = None,
+    stage2: ArtifactRef | None = None,
 ) -> dict[str, ArtifactRef]:
     """The reader on the final facts of ``engine_facts`` (the ``hop_traces`` of the engine's run
     over the held-out training claims at the chosen context threshold,
@@ -251,11 +269,12 @@ def train_claim_reader(
     chosen, :func:`choose_evidence_floors`) and on gold facts: of those claims and of up to
     ``max_examples`` other training claims. Its manifest records that threshold
     (``context_threshold``), those floors (``evidence_floors``) and the run's evidence rule
-    (``evidence_rule``): the engine runs with them whenever this reader reads its facts."""
+    (``evidence_rule``): the engine runs with them whenever this reader reads its facts. With
+    ``config.start == "stage2"`` its encoder starts from ``stage2``'s (the trained stage 2)."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
-        "training": fingerprint_params(config, added_later=OPTIMIZER_FIELDS_ADDED_LATER),
+        "training": reader_training_params(config),
         "layout": training_layout(condenser),
         "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
         "context_threshold": engine_facts.manifest.params["condenser"]["stage2_threshold"],
@@ -264,14 +283,16 @@ def train_claim_reader(
         params["evidence_floors"] = dict(evidence_floors)
     if (rule := engine_facts.manifest.params["condenser"].get("evidence_rule", "l3x")) != "l3x":  # likewise
         params["evidence_rule"] = rule
-    start = str(reader.checkpoint or reader.resolved_backbone())
-    inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint}
+    start, start_inputs = reader_start(reader, config, stage2)
+    inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint, **start_inputs}
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
     read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors)
     examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed)
+    if config.start == "stage2":
+        model.take_encoder_from(SequenceModel.load("stage2", stage2.path, reader.device))
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, inputs, params)
     engine = [c.engine_facts for c in read if c.engine_facts is not None]

@@ -237,11 +237,28 @@ class SequenceModel:
         own, to train on from there; returns self. Stage 2 starts from the trained stage 1 this way
         (``training.stage2.start: stage1``). Both must read with the same vocabulary, since each
         keeps its own token cache."""
-        if other.tokenizer.get_vocab() != self.tokenizer.get_vocab():
-            raise ValueError(f"{self.kind} cannot start from {other.kind} ({other.source}): their tokenizers' vocabularies differ")
+        self._check_same_vocabulary(other)
         copied = SequenceModel.copy_of(other, self.kind)
         self.module, self.source = copied.module.to(self.device).eval(), copied.source
         return self
+
+    def take_encoder_from(self, other: SequenceModel) -> SequenceModel:
+        """Take a copy of ``other``'s encoder (its backbone, not its head) and keep this model's
+        own head, to train on from there; returns self. The reader starts from the trained stage 2
+        this way (``training.reader.start: stage2``): stage 2's encoder has learned to read a claim
+        against its facts, and the reader's head has a task of its own (two logits, its scoring)."""
+        self._check_same_vocabulary(other)
+        mine, theirs = self.module.backbone.config.hidden_size, other.module.backbone.config.hidden_size
+        if mine != theirs:  # one vocabulary is no proof of one backbone: MiniLM-L6 and bert-base share theirs
+            raise ValueError(f"{self.kind} cannot take the encoder of {other.kind} ({other.source}): its head reads {mine} dimensions, that encoder gives {theirs}")
+        self.module.backbone = copy.deepcopy(other.module.backbone).to(self.device).eval()
+        self.source = f"{other.kind} encoder: {other.source}"
+        return self
+
+    def _check_same_vocabulary(self, other: SequenceModel) -> None:
+        """Both models must read with one vocabulary, since each keeps its own token cache."""
+        if other.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise ValueError(f"{self.kind} cannot start from {other.kind} ({other.source}): their tokenizers' vocabularies differ")
 
     # ---- what the training loop needs (baleen_core.training.loop.Trainable) ----
     def head_parameters(self) -> list[nn.Parameter]:

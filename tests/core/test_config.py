@@ -85,6 +85,17 @@ def test_stage2_starts_from_one_place(tmp_path):
     assert BaleenConfig.load(alone).training.stage2.start == "stage1"
 
 
+def test_the_reader_starts_from_stage2_only_on_the_condensers_backbone_and_without_a_checkpoint(tmp_path):
+    assert BaleenConfig().training.reader.start == "backbone"
+    assert _load_error(tmp_path, "both.yaml", "reader: {checkpoint: /tmp/r}\ntraining: {reader: {start: stage2}}\n").count("keep one") == 1
+    assert "needs the reader and the condensers on one backbone" in _load_error(tmp_path, "two.yaml", "reader: {backbone: /tmp/bert-base}\ntraining: {reader: {start: stage2}}\n")
+    alone = tmp_path / "alone.yaml"
+    alone.write_text("reader: {backbone: /tmp/bert-base}\ncondenser: {backbone: /tmp/bert-base}\ntraining: {reader: {start: stage2}}\n")
+    assert BaleenConfig.load(alone).training.reader.start == "stage2"
+    alone.write_text("reader: {checkpoint: /tmp/r}\n")  # a saved reader alone is fine: it starts from the backbone setting
+    assert BaleenConfig.load(alone).training.reader.start == "backbone"
+
+
 def test_evidence_floors_load_from_yaml_write_json_safe_and_read_back(tmp_path):
     path = tmp_path / "floors.yaml"
     path.write_text("condenser: {evidence_floors: {2: .inf, 3: -1, 4: -.inf}}\n")

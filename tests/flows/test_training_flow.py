@@ -281,6 +281,25 @@ def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader
     assert all(len({pid for pid, _ in final[uid]}) == min(read.hops, len({s.pid for s in read.candidates})) for uid, read in reads.items())
 
 
+def test_a_reader_started_from_stage2_reuses_everything_else_and_records_that_stage2(pipeline_world, tmp_path):
+    """``training.reader.start: stage2`` on a copy of the store: the condensers and the engine's
+    facts for the held-out claims are reused; only the reader retrains, from the trained stage 2's
+    encoder, and its manifest and checkpoint say so."""
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    reader_training = config.training.reader.model_copy(update={"start": "stage2", "max_examples": 8, "epochs": 1})
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"reader": reader_training}))
+    trained = condensers_flow(copy_config)
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
+    reader, stage2 = trained["reader"], trained["stage2"]
+    assert reader.manifest.run_id != refs["training/reader"].manifest.run_id and reader.fingerprint != refs["training/reader"].fingerprint
+    assert reader.manifest.inputs["stage2"] == stage2.fingerprint and reader.manifest.params["training"]["start"] == "stage2"
+    assert json.loads((reader.path / "model_config.json").read_text())["trained_from"] == f"stage2 encoder: {stage2.path}"
+    assert "stage2" not in refs["training/reader"].manifest.inputs  # the pipeline's reader started from its backbone
+
+
 def _minimal_training_config(tmp_path, round0: str) -> str:
     """The smallest training budgets, labelling round 0 with ``round0``, on ``tmp_path/store``."""
     path = tmp_path / f"{round0}.yaml"

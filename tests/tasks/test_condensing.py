@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
-from baleen_core.config import CondenserConfig, Stage2TrainingConfig
+import pytest
+
+from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage2TrainingConfig
 from baleen_schemas import STAGE2_CHECKPOINT
 from baleen_storage import fingerprint
-from baleen_tasks.condensing import stage2_fingerprint, stage2_params, training_layout
+from baleen_tasks.condensing import reader_start, reader_training_params, stage2_fingerprint, stage2_params, training_layout
 
 
 def test_the_keeping_rules_retrain_no_model_and_input_layouts_retrain_every_one():
@@ -38,6 +41,23 @@ def test_stage2_from_stage1_is_a_stage2_of_its_own_and_the_default_keeps_stores_
     assert stage2_fingerprint("L", "S1", condenser, default, 1) == old
     assert stage2_fingerprint("L", "S1", condenser, from_stage1, 1) not in {old, stage2_fingerprint("L", "S1b", condenser, from_stage1, 1)}
     assert "start" in stage2_params(condenser, from_stage1, 1)["training"] and "start" not in stage2_params(condenser, default, 1)["training"]
+
+
+def test_a_reader_from_stage2_is_a_reader_of_its_own_and_the_default_keeps_stores_readers():
+    """``training.reader.start``: a reader started from stage 2 depends on that stage 2 (another
+    stage 2, another reader); left at its default, the reader's start and settings are recorded as
+    stores recorded them before the setting existed (the backbone; no ``start`` key)."""
+    reader, default = ReaderConfig(), ReaderTrainingConfig()
+    from_stage2 = default.model_copy(update={"start": "stage2"})
+    stage2 = SimpleNamespace(fingerprint="S2")
+    assert reader_start(reader, default, stage2) == (reader.resolved_backbone(), {})
+    assert reader_start(reader.model_copy(update={"checkpoint": Path("/tmp/r")}), default, None) == ("/tmp/r", {})
+    assert reader_start(reader, from_stage2, stage2) == ("stage2 encoder S2", {"stage2": "S2"})
+    assert reader_start(reader, from_stage2, SimpleNamespace(fingerprint="S2b"))[0] != reader_start(reader, from_stage2, stage2)[0]
+    with pytest.raises(ValueError, match="needs the trained stage 2"):
+        reader_start(reader, from_stage2, None)
+    assert reader_training_params(default) == {k: v for k, v in default.model_dump(mode="json").items() if k not in {"start", "cpu_precision"}}
+    assert reader_training_params(from_stage2)["start"] == "stage2"
 
 
 def test_a_model_trained_in_bf16_is_a_model_of_its_own_and_float32_keeps_stores_models():

@@ -335,6 +335,40 @@ def test_a_swapped_name_is_the_claims_worst_covered_token(backbone):
     assert no_facts == pytest.approx([-1.0, -1.0, -1.0])
 
 
+def test_a_reader_started_from_stage2_reads_with_its_encoder_and_keeps_its_own_head(backbone):
+    """``training.reader.start: stage2``: the reader takes a copy of the trained stage 2's encoder,
+    keeps its own (two-logit, alignment) head, and training it leaves stage 2 as it was."""
+    from baleen_core.condensing.layouts import reader_window
+
+    stage2 = SequenceModel.load("stage2", backbone, "cpu", head_seed=1, scoring="similarity")
+    with torch.no_grad():  # "trained": stage 2's encoder moved away from the backbone's
+        stage2.module.backbone.embeddings.LayerNorm.bias.add_(0.05)
+    reader = SequenceModel.load("reader", backbone, "cpu", head_seed=2, scoring="alignment")
+    head = copy.deepcopy(reader.module.head.state_dict())
+    window = reader_window(reader.tokenizer, "Oren Vask was born in Aarhus.", ["Oren Vask | He was born in Aarhus."], 96, 64, 512)
+    ids = torch.tensor([window.input_ids])
+
+    def encoded(model: SequenceModel) -> torch.Tensor:
+        with torch.no_grad():
+            return model.module.backbone(input_ids=ids).last_hidden_state
+
+    before = reader.predict([window], 4)[0]
+    assert not torch.allclose(encoded(reader), encoded(stage2), atol=1e-3)
+    assert reader.take_encoder_from(stage2) is reader and reader.kind == "reader" and reader.module.scoring == "alignment"
+    assert torch.equal(encoded(reader), encoded(stage2))  # stage 2's encoder ...
+    assert all(torch.equal(v, head[k]) for k, v in reader.module.head.state_dict().items())  # ... under the reader's own head
+    assert not torch.allclose(reader.predict([window], 4)[0], before, atol=1e-4) and reader.source == f"stage2 encoder: {backbone}"
+    stage2_encoded = encoded(stage2)
+    with torch.no_grad():  # a training step on the reader ...
+        next(reader.module.backbone.parameters()).add_(0.1)
+    assert torch.equal(encoded(stage2), stage2_encoded)  # ... is not one on stage 2
+
+    wider = SequenceModel("stage2", copy.deepcopy(stage2.module), stage2.tokenizer, torch.device("cpu"), "bert-base")
+    wider.module.backbone.config.hidden_size = 768  # one vocabulary, another width (MiniLM-L6 and bert-base)
+    with pytest.raises(ValueError, match="384 dimensions, that encoder gives 768"):
+        reader.take_encoder_from(wider)
+
+
 def test_alignment_scoring_belongs_to_the_reader(backbone):
     with pytest.raises(ValueError, match="alignment scoring is the reader's"):
         SequenceModel.load("stage2", backbone, "cpu", scoring="alignment")
