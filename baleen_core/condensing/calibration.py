@@ -110,20 +110,17 @@ def calibrate_evidence_floors(
 def threshold_trial_row(trial: ThresholdTrial) -> dict:
     """One context threshold's trial as the tables and results files show it (with the threshold
     as stage 2's probability)."""
-    return {
-        "threshold": trial.threshold,
-        "claims": trial.claims,
-        "final_fact_f1": round(trial.final_fact_f1, 4),
-        "final_passage_em": round(trial.final_passage_em, 4),
-        "mean_final_facts": round(trial.mean_final_facts, 3),
-        "keeps_p_above": round(trial.keeps_above_probability, 3),
-    }
+    return {"threshold": trial.threshold, **_trial_means(trial), "keeps_p_above": round(trial.keeps_above_probability, 3)}
 
 
 def floor_trial_row(trial: ThresholdTrial) -> dict:
     """One evidence floor's trial as the tables and results files show it (±inf as strings)."""
+    return {"floor": json_floor(trial.threshold), **_trial_means(trial)}
+
+
+def _trial_means(trial: ThresholdTrial) -> dict:
+    """What both trial rows show of how the engine ended, rounded."""
     return {
-        "floor": json_floor(trial.threshold),
         "claims": trial.claims,
         "final_fact_f1": round(trial.final_fact_f1, 4),
         "final_passage_em": round(trial.final_passage_em, 4),
