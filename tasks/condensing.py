@@ -290,9 +290,7 @@ def train_claim_reader(
         return reused
     read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors)
     examples = reader_examples(read, config.inputs)
-    model = SequenceModel.reader_to_train(reader, config.seed)
-    if config.start == "stage2":
-        model.take_encoder_from(SequenceModel.load("stage2", stage2.path, reader.device))
+    model = SequenceModel.reader_to_train(reader, config.seed, SequenceModel.load("stage2", stage2.path, reader.device) if config.start == "stage2" else None)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
     meta = _meta(run_id, producer, fp, inputs, params)
     engine = [c.engine_facts for c in read if c.engine_facts is not None]

@@ -155,6 +155,17 @@ def cpu_has_native_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def _with_fresh_head(kind: Kind, backbone: nn.Module, tokenizer, scoring: HeadScoring, head_seed: int) -> HeadedEncoder:
+    """``backbone`` under a new head for ``kind``, initialised from ``head_seed`` alone."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(head_seed)
+        if kind != "reader":
+            return HeadedEncoder(backbone, 1, scoring)
+        if scoring == "alignment":
+            return HeadedEncoder(backbone, 2, "alignment", content_tokens(tokenizer))
+        return HeadedEncoder(backbone, 2, "marker")  # Baleen's reader: two logits at [CLS]
+
+
 class SequenceModel:
     """Encoder, head, tokenizer and device of one condenser stage or the reader."""
 
@@ -191,14 +202,7 @@ class SequenceModel:
             scoring = recorded.get("scoring", "marker")  # checkpoints from before the choice scored from [MASK]
         backbone_dir = source / "backbone" if saved else source
         tokenizer, backbone = load_pretrained(backbone_dir, "the condenser/reader backbone or checkpoint setting")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(head_seed)
-            if kind != "reader":
-                module = HeadedEncoder(backbone, 1, scoring)
-            elif scoring == "alignment":
-                module = HeadedEncoder(backbone, 2, "alignment", content_tokens(tokenizer))
-            else:
-                module = HeadedEncoder(backbone, 2, "marker")  # Baleen's reader: two logits at [CLS]
+        module = _with_fresh_head(kind, backbone, tokenizer, scoring, head_seed)
         if saved:
             module.head.load_state_dict(torch.load(source / HEAD_FILE, map_location="cpu", weights_only=True))
         device = resolve_device(device) if isinstance(device, str) else device
@@ -211,10 +215,17 @@ class SequenceModel:
         return cls.load(stage, condenser.start(stage), condenser.device, head_seed, condenser.scoring)
 
     @classmethod
-    def reader_to_train(cls, reader: ReaderConfig, head_seed: int) -> SequenceModel:
+    def reader_to_train(cls, reader: ReaderConfig, head_seed: int, encoder_of: SequenceModel | None = None) -> SequenceModel:
         """The reader where its training starts: ``reader.checkpoint``, or the backbone with a
-        fresh head of ``reader.scoring``."""
-        return cls.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, head_seed, "alignment" if reader.scoring == "alignment" else "marker")
+        fresh head of ``reader.scoring``; or, given ``encoder_of`` (the trained stage 2,
+        ``training.reader.start: stage2``), a copy of that model's encoder under the same fresh
+        head, without loading a backbone it would replace (:meth:`take_encoder_from` does it to a
+        reader already made)."""
+        scoring = "alignment" if reader.scoring == "alignment" else "marker"
+        if encoder_of is None:
+            return cls.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, head_seed, scoring)
+        module = _with_fresh_head("reader", copy.deepcopy(encoder_of.module.backbone), encoder_of.tokenizer, scoring, head_seed)
+        return cls("reader", module, encoder_of.tokenizer, resolve_device(reader.device), f"{encoder_of.kind} encoder: {encoder_of.source}")
 
     def save(self, directory: Path | str) -> Path:
         directory = Path(directory)

@@ -363,6 +363,13 @@ def test_a_reader_started_from_stage2_reads_with_its_encoder_and_keeps_its_own_h
         next(reader.module.backbone.parameters()).add_(0.1)
     assert torch.equal(encoded(stage2), stage2_encoded)  # ... is not one on stage 2
 
+    made = SequenceModel.reader_to_train(ReaderConfig(backbone=str(backbone), device="cpu", scoring="alignment"), 2, encoder_of=stage2)
+    assert torch.equal(encoded(made), stage2_encoded) and made.source == f"stage2 encoder: {backbone}"  # made with stage 2's encoder ...
+    assert all(torch.equal(v, head[k]) for k, v in made.module.head.state_dict().items())  # ... under the head the same seed gives a loaded reader
+    with torch.no_grad():
+        next(made.module.backbone.parameters()).add_(0.1)
+    assert torch.equal(encoded(stage2), stage2_encoded)  # a copy, not stage 2's own
+
     wider = SequenceModel("stage2", copy.deepcopy(stage2.module), stage2.tokenizer, torch.device("cpu"), "bert-base")
     wider.module.backbone.config.hidden_size = 768  # one vocabulary, another width (MiniLM-L6 and bert-base)
     with pytest.raises(ValueError, match="384 dimensions, that encoder gives 768"):
