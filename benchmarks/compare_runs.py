@@ -7,7 +7,7 @@ store, the metrics of each with bootstrap intervals, and the first run minus eac
 claims both verified. That is where a training setting is chosen; dev is never read.
 
     python benchmarks/compare_runs.py --run NEW DIR_NEW --run OLD DIR_OLD [--system baleen]
-        --out benchmarks/results/NAME.json
+        --split "held-out train" --out benchmarks/results/NAME.json
 
 A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
 two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models). A run
@@ -35,7 +35,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM] (the first is compared with each other one)")
     parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
-    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
+    # no default: the stores do not record which dataset they evaluated, and a dev comparison
+    # labelled as held-out training claims (or the reverse) misleads whoever reads the file
+    parser.add_argument("--split", required=True, choices=["held-out train", "dev"], help="what the compared claims are, for the results file: a held-out pack's (held-out training claims) or hover-mini's dev claims")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     runs = []
