@@ -75,6 +75,20 @@ def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: i
     }
 
 
+def pooled_claim_rows(packs: Sequence[Sequence[Mapping]]) -> list[Mapping]:
+    """One system's ``claim_metrics`` rows from several held-out packs as one set of claims, so that
+    :func:`paired_results` pairs and resamples over all of them. The packs must not share a claim:
+    one claim counted twice would narrow every interval it enters."""
+    pooled, seen = [], set()
+    for rows in packs:
+        uids = {r["uid"] for r in rows}
+        if shared := uids & seen:
+            raise ValueError(f"the packs share {len(shared)} claim(s) (e.g. {sorted(shared)[0]}); pool only disjoint held-out packs")
+        seen |= uids
+        pooled.extend(rows)
+    return pooled
+
+
 def majority_class(rows: Sequence[Mapping]) -> float | None:
     """Accuracy of always answering the most common gold label (None on an unlabelled split)."""
     labels = Counter(r["gold_label"] for r in rows if r.get("gold_label") is not None)

@@ -9,6 +9,13 @@ claims both verified. That is where a training setting is chosen; dev is never r
     python benchmarks/compare_runs.py --run NEW DIR_NEW --run OLD DIR_OLD [--system baleen]
         --split "held-out train" --out benchmarks/results/NAME.json
 
+A name given more than once pools its runs: one ``--run`` per held-out pack for each setting (the
+packs' claims must be disjoint), so that the pairs and their intervals cover the claims of every
+pack (docs/benchmarks.md "Judging the next levers on two packs").
+
+    python benchmarks/compare_runs.py --run NEW PACK1_NEW --run NEW PACK2_NEW --run OLD PACK1_OLD
+        --run OLD PACK2_OLD --split "held-out train" --out benchmarks/results/NAME.json
+
 A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
 two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models). A run
 given as ``DIR[@RUN_ID]:SYSTEM`` takes that system instead of ``--system`` (e.g. ``flipr-alone``,
@@ -45,16 +52,18 @@ def main() -> None:
         given, _, system = given.partition(":")
         work, _, run_id = given.partition("@")
         runs.append((name, Path(work), run_id or None, system or args.system))
-    if len(runs) < 2 or len({name for name, *_ in runs}) < len(runs):
-        sys.exit("give at least two --run NAME WORK with distinct names")
+    names = list(dict.fromkeys(name for name, *_ in runs))  # in order; a name given twice pools its packs
+    packs = {name: sum(1 for n, *_ in runs if n == name) for name in names}
+    if len(names) < 2 or len(set(packs.values())) > 1:
+        sys.exit("give at least two names, each with one --run NAME WORK per pack (the same number of packs for every name)")
     for _, work, *_ in runs:
         if not (work / "training.yaml").is_file():
             sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
-    from baleen_core.results import results_document, results_table
+    from baleen_core.results import pooled_claim_rows, results_document, results_table
     from baleen_storage import ArtifactStore, StoreError
 
-    rows, budgets = {}, {}
+    pack_rows, pack_budgets = {name: [] for name in names}, {name: [] for name in names}
     for name, work, run_id, system in runs:
         store, producer = ArtifactStore(work / "store"), f"eval-{system}"
         if not store.refs("claim_metrics", producer):
@@ -63,18 +72,23 @@ def main() -> None:
             ref = store.get("claim_metrics", run_id, producer) if run_id else store.latest("claim_metrics", producer)
         except StoreError as err:
             sys.exit(f"{work}: {err}")
-        rows[name] = store.read_table(ref).to_pylist()
+        pack_rows[name].append(store.read_table(ref).to_pylist())
         wall = work / "training-wall.json"
         models, steps = _models_training(store, store.get("predictions", ref.manifest.run_id, producer), newest_flipr=run_id is None)
-        budgets[name] = {
+        pack_budgets[name].append({
             "system": system,
             "models": models,
             "model_steps": steps,
             # the work directory's newest training run, which an earlier evaluation (DIR@RUN_ID) may predate
             "training": None if run_id else (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
             "training_wall": json.loads(wall.read_text()) if wall.is_file() and not run_id else None,
-        }
-    document = results_document(rows, {}, args.split, None, budgets={"system": args.system, "runs": budgets}, main=runs[0][0])
+        })
+    try:
+        rows = {name: pooled_claim_rows(pack_rows[name]) for name in names}
+    except ValueError as err:
+        sys.exit(str(err))
+    budgets = {name: done[0] if len(done) == 1 else done for name, done in pack_budgets.items()}
+    document = results_document(rows, {}, args.split, None, budgets={"system": args.system, "runs": budgets}, main=names[0])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))

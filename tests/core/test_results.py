@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from baleen_core.results import RESULT_METRICS, majority_class, results_document, results_table
+from baleen_core.results import RESULT_METRICS, majority_class, paired_results, pooled_claim_rows, results_document, results_table
 
 
 def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED", passages=2, depth=100):
@@ -55,6 +55,19 @@ def test_an_older_results_file_keeps_its_retrieval_at_100_column():
     doc["paired"] = {}
     table = results_table(doc)
     assert table.splitlines()[0] == "| system | hops | claims | passage_em | passage_f1 | sentence_f1 | retrieval_at_100 | label_accuracy | hover_score | max facts | claims/s |"
+
+
+def test_two_packs_pooled_pair_and_resample_over_every_claim_of_both():
+    """Pack 1: the lever gains 0.5 on one claim of two; pack 2: it loses 0.25 on its one claim.
+    Pooled over the three claims the paired mean is (0.5 + 0 - 0.25) / 3, not the mean of the two
+    packs' means ((0.25 - 0.25) / 2 = 0)."""
+    lever = pooled_claim_rows([[_row("p1-a", 2, 1.0), _row("p1-b", 3, 0.5)], [_row("p2-a", 2, 0.25)]])
+    base = pooled_claim_rows([[_row("p1-a", 2, 0.5), _row("p1-b", 3, 0.5)], [_row("p2-a", 2, 0.5)]])
+    assert [r["uid"] for r in lever] == ["p1-a", "p1-b", "p2-a"]
+    paired = paired_results(lever, base, samples=200)
+    assert paired["all"]["passage_f1"]["mean"] == pytest.approx(0.25 / 3) and paired["2"]["passage_f1"]["mean"] == pytest.approx(0.125)
+    with pytest.raises(ValueError, match="share 1 claim"):  # one claim in both packs would count twice
+        pooled_claim_rows([[_row("p1-a", 2, 1.0)], [_row("p1-a", 2, 1.0), _row("p2-a", 2, 0.5)]])
 
 
 def test_majority_class_ignores_unlabelled_claims():
