@@ -224,8 +224,8 @@ class SequenceModel:
         scoring = "alignment" if reader.scoring == "alignment" else "marker"
         if encoder_of is None:
             return cls.load("reader", reader.checkpoint or reader.resolved_backbone(), reader.device, head_seed, scoring)
-        module = _with_fresh_head("reader", copy.deepcopy(encoder_of.module.backbone), encoder_of.tokenizer, scoring, head_seed)
-        return cls("reader", module, encoder_of.tokenizer, resolve_device(reader.device), f"{encoder_of.kind} encoder: {encoder_of.source}")
+        encoder, source = encoder_of._encoder_copy()
+        return cls("reader", _with_fresh_head("reader", encoder, encoder_of.tokenizer, scoring, head_seed), encoder_of.tokenizer, resolve_device(reader.device), source)
 
     def save(self, directory: Path | str) -> Path:
         directory = Path(directory)
@@ -262,9 +262,13 @@ class SequenceModel:
         mine, theirs = self.module.backbone.config.hidden_size, other.module.backbone.config.hidden_size
         if mine != theirs:  # one vocabulary is no proof of one backbone: MiniLM-L6 and bert-base share theirs
             raise ValueError(f"{self.kind} cannot take the encoder of {other.kind} ({other.source}): its head reads {mine} dimensions, that encoder gives {theirs}")
-        self.module.backbone = copy.deepcopy(other.module.backbone).to(self.device).eval()
-        self.source = f"{other.kind} encoder: {other.source}"
+        encoder, self.source = other._encoder_copy()
+        self.module.backbone = encoder.to(self.device).eval()
         return self
+
+    def _encoder_copy(self) -> tuple[nn.Module, str]:
+        """A copy of this model's encoder to train on elsewhere, and the source that names it."""
+        return copy.deepcopy(self.module.backbone), f"{self.kind} encoder: {self.source}"
 
     def _check_same_vocabulary(self, other: SequenceModel) -> None:
         """Both models must read with one vocabulary, since each keeps its own token cache."""
