@@ -266,6 +266,8 @@ class OptimizerConfig(_Strict):
 #: OptimizerConfig settings added after stores recorded their models' fingerprints: a trained model's
 #: fingerprint names them only when set away from their defaults, so older stores keep their models.
 OPTIMIZER_FIELDS_ADDED_LATER = ("cpu_precision",)
+# reader settings added after stores recorded readers and engine runs: left out of fingerprints while unset
+READER_FIELDS_ADDED_LATER = ("last_read_facts",)
 
 
 class FliprTrainingConfig(OptimizerConfig):
@@ -502,6 +504,14 @@ class ReaderConfig(_Strict):
     maxlen: int = Field(default=512, ge=64, le=512)
     batch_size: int = Field(default=32, ge=1)
     gpu_batch_tokens: int | None = Field(default=32_768, ge=512, description="On a GPU, inference batches are filled to this many padded tokens instead of batch_size items (short inputs in batches of 32 leave a GPU idle); None: batch_size items there too.")
+    # the evidence floors are chosen for passage EM, so the graded evidence of a 2-hop claim is
+    # about 2 facts: a reader cannot verify what it is not shown
+    last_read_facts: int | None = Field(
+        default=None, ge=1,
+        description="What the reader reads, in training and in the engine: the best N facts of the claim's last stage-2 read (its context "
+        "and the new facts, by stage 2's score; condenser.top_facts of them at most), instead of its evidence; None: the evidence, as "
+        "the reference reads it. The evidence graded as the claim's final facts is the same either way.",
+    )
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def resolved_backbone(self) -> str:
@@ -639,6 +649,10 @@ class BaleenConfig(_Strict):
     def with_evidence_rule(self, rule: EvidenceRule) -> BaleenConfig:
         """The same settings with ``condenser.evidence_rule`` replaced (the reader's own)."""
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_rule": rule})})
+
+    def with_reader_last_read_facts(self, facts: int | None) -> BaleenConfig:
+        """The same settings with ``reader.last_read_facts`` replaced (the trained reader's own)."""
+        return self.model_copy(update={"reader": self.reader.model_copy(update={"last_read_facts": facts})})
 
     def with_evidence_floors(self, floors: Mapping[int | str, float | str]) -> BaleenConfig:
         """The same settings with ``condenser.evidence_floors`` replaced (the calibrated ones, as

@@ -20,8 +20,10 @@ reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py`` and
    count was chosen in training (``condenser.evidence_floors``). The last hop's evidence is the
    claim's final facts: 2 to 5 facts from at most 4 passages.
 
-After the last hop the reader gives P(SUPPORTED) from claim + the final facts. All claims at the
-same hop are condensed in one batched call.
+After the last hop the reader gives P(SUPPORTED) from claim + the final facts (or, with
+``reader.last_read_facts`` N, from the best N facts of the last stage-2 read:
+:func:`~baleen_core.condensing.reader_facts`). All claims at the same hop are condensed in one
+batched call.
 
 **Retrieval@depth pool.** Each hop adds its ranking's passages, in rank order and without repeats,
 to the claim's pool until the pool holds ``k × hop`` (``depth`` at the last hop): Retrieval@depth
@@ -53,7 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts, reader_facts
 from baleen_core.condensing.calibration import LastRead
 from baleen_core.config import CondenserConfig, ReaderConfig
 
@@ -226,12 +228,13 @@ def verify_claims_at_thresholds(
         if on_hop is not None:
             on_hop(hop, len(active))
     final = [trace[-1].evidence if trace else [] for trace in traces]
+    for_reader = [reader_facts(trace[-1].evidence, trace[-1].stage2, reader_config.last_read_facts) if trace else [] for trace in traces]
     prob_of: dict[tuple, float | None] = {}
     if reader is not None:
-        finals = _distinct_queries(runs, final, range(len(runs)))
-        probs = read_verdicts(reader, [runs[r][0].claim for r in finals.values()], [[s.fact for s, _ in final[r]] for r in finals.values()], reader_config)
-        prob_of = dict(zip(finals, probs, strict=True))
-    verdicts = [Verdict(c.uid, prob_of.get(_query_key(runs, final, r)), final[r], traces[r]) for r, (c, _) in enumerate(runs)]
+        distinct = _distinct_queries(runs, for_reader, range(len(runs)))
+        probs = read_verdicts(reader, [runs[r][0].claim for r in distinct.values()], [[s.fact for s, _ in for_reader[r]] for r in distinct.values()], reader_config)
+        prob_of = dict(zip(distinct, probs, strict=True))
+    verdicts = [Verdict(c.uid, prob_of.get(_query_key(runs, for_reader, r)), final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
 
 

@@ -15,10 +15,10 @@ from dataclasses import replace
 
 from prefect import task
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, reader_facts
 from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
+from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -229,6 +229,12 @@ def train_condenser_stage2(
     return _train_and_publish(store, "stage2_checkpoint", round_number, model, fit, split_held_out(examples, config.validation_share, config.seed), config, meta, f"Condenser stage 2, round-{round_number} labels", force, extra)
 
 
+def reader_settings(reader: ReaderConfig) -> dict:
+    """The reader settings a trained reader and an engine run depend on; ``last_read_facts`` only
+    when set, so that stores made before it existed keep their readers and runs."""
+    return fingerprint_params(reader, exclude={"device", "batch_size", "checkpoint"}, added_later=READER_FIELDS_ADDED_LATER)
+
+
 def reader_training_params(config: ReaderTrainingConfig) -> dict:
     """The reader's recorded training settings; ``start`` and ``cpu_precision`` only when set, so
     that stores made before they existed keep their reader."""
@@ -276,7 +282,7 @@ def train_claim_reader(
         "round": round_number,
         "training": reader_training_params(config),
         "layout": training_layout(condenser),
-        "reader": reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+        "reader": reader_settings(reader),
         "context_threshold": engine_facts.manifest.params["condenser"]["stage2_threshold"],
     }
     if evidence_floors:  # absent when none were chosen: readers trained before the floors stay reusable
@@ -288,7 +294,7 @@ def train_claim_reader(
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors)
+    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors, reader.last_read_facts)
     examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed, SequenceModel.load("stage2", stage2.path, reader.device) if config.start == "stage2" else None)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
@@ -314,11 +320,16 @@ def read_reader_claims(
     most_others: int | None,
     condenser: CondenserConfig,
     evidence_floors: Mapping[str, float | str] | None = None,
+    last_read_facts: int | None = None,
 ) -> list[ReaderClaim]:
-    """Every claim of the engine run with its final facts (its last hop's evidence, re-cut at
-    ``evidence_floors`` when given) and gold facts, then up to ``most_others`` other training
-    claims (by uid) with their gold facts."""
-    if evidence_floors:
+    """Every claim of the engine run with the facts the reader reads of it (its last hop's
+    evidence, re-cut at ``evidence_floors`` when given; with ``last_read_facts`` N, the best N
+    facts of its last stage-2 read instead: :func:`~baleen_core.condensing.reader_facts`) and its
+    gold facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
+    if last_read_facts is not None:
+        reads = last_reads_of(store, engine_facts, claims)
+        last = {uid: [fact.key for fact, _ in reader_facts([], read.scored, last_read_facts)] for uid, read in reads.items()}
+    elif evidence_floors:
         recut = evidence_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors), condenser)
         last = {uid: [fact.key for fact, _ in facts] for uid, facts in recut.items()}
     else:

@@ -36,7 +36,7 @@ from baleen_schemas import CLAIM_METRICS, HOP_TRACES, PREDICTIONS
 from baleen_storage import ArtifactRef, ArtifactStore, StoreError, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25, open_searcher
 from baleen_storage.report_server import report_url
-from baleen_tasks.condensing import gold_fact_sets, passages_by_pid
+from baleen_tasks.condensing import gold_fact_sets, passages_by_pid, reader_settings
 from baleen_tasks.labels import held_out_training_uids
 from baleen_tasks.policies import GPU_TAG
 from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publish_link, publish_markdown, publish_table, run_logger
@@ -58,16 +58,17 @@ def eval_producer(system: str) -> str:
 
 def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
     """``config`` with the context threshold, the evidence floors (chosen in training when
-    ``training.calibration`` was on) and the evidence rule the reader was trained with: the
-    engine hands the reader facts made as its own were."""
+    ``training.calibration`` was on), the evidence rule and the facts read
+    (``reader.last_read_facts``) the reader was trained with: the engine hands the reader facts
+    made as its own were."""
     reader = models.get("reader")
     params = {} if reader is None else reader.manifest.params
     if params.get("context_threshold") is not None:
         config = config.with_stage2_threshold(float(params["context_threshold"]))
     if params.get("evidence_floors") is not None:
         config = config.with_evidence_floors(params["evidence_floors"])
-    if reader is not None:  # a reader without the key was trained on the reference's rule
-        config = config.with_evidence_rule(params.get("evidence_rule", "l3x"))
+    if reader is not None:  # a reader without the keys was trained on the reference's rule, reading the evidence
+        config = config.with_evidence_rule(params.get("evidence_rule", "l3x")).with_reader_last_read_facts(params.get("reader", {}).get("last_read_facts"))
     return config
 
 
@@ -164,7 +165,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "system": system,
         "evaluation": ev.model_dump(mode="json", include={"split", "hops", "depth", "k", "max_claims"}),
         "condenser": engine_settings(config),
-        "reader": config.reader.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint"}),
+        "reader": reader_settings(config.reader),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
         params["search"] = config.search.model_dump(mode="json", exclude={"fusion"} if system == "flipr-alone" else None)

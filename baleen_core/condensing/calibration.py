@@ -82,6 +82,11 @@ class LastRead:
     candidates: tuple[Sentence, ...]
     scores: tuple[float, ...]
 
+    @property
+    def scored(self) -> list[tuple[Sentence, float]]:
+        """Each fact read with its stage-2 score, in reading order."""
+        return list(zip(self.candidates, self.scores, strict=True))
+
 
 def recut_evidence(read: LastRead, floor: float, condenser: CondenserConfig) -> list[tuple[Sentence, float]]:
     """The claim's evidence, best first, with the rule's 0 moved to ``floor`` (the

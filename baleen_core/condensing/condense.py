@@ -170,6 +170,14 @@ def first_passage_facts(candidates: Sequence[Sentence], scores: Sequence[float],
     return [pair for pair in ranked if pair[0].pid in first]
 
 
+def reader_facts(evidence: Sequence[tuple[Sentence, float]], last_read: Sequence[tuple[Sentence, float]], best: int | None) -> list[tuple[Sentence, float]]:
+    """What the reader reads of a claim (``reader.last_read_facts``): its ``evidence``, or (``best``
+    given) the best ``best`` facts of its last stage-2 read, best first (:func:`ranked_by_score`)."""
+    if best is None:
+        return list(evidence)
+    return ranked_by_score([fact for fact, _ in last_read], [score for _, score in last_read])[:best]
+
+
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:
     """P(SUPPORTED) per claim."""
     ids = model.token_cache([t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.condense import condense_hop, read_verdicts
+from baleen_core.condensing.condense import condense_hop, read_verdicts, reader_facts
 from baleen_core.condensing.layouts import PassageSentences
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig
@@ -61,7 +61,8 @@ def evaluate_on_gold_passages(
     if reader is not None:
         gold_facts = [[s.fact for p in c.passages for s in p.sentences if s.key in c.gold] for c in claims]
         from_gold = read_verdicts(reader, [c.claim for c in claims], gold_facts, reader_config)
-        from_final = read_verdicts(reader, [c.claim for c in claims], [[s.fact for s in facts] for facts in final], reader_config)
+        read = [reader_facts(h.evidence, list(zip(h.candidates, h.scores, strict=True)), reader_config.last_read_facts) for h in hops]
+        from_final = read_verdicts(reader, [c.claim for c in claims], [[s.fact for s, _ in facts] for facts in read], reader_config)
         for row, p_gold, p_final in zip(rows, from_gold, from_final, strict=True):
             truth = row["label"]
             row["reader_correct_gold"] = float((p_gold > 0.5) == (truth == READER_LABELS[1])) if truth in READER_LABELS else None

@@ -34,12 +34,12 @@ def models():
     return tuple(SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2", "reader"))
 
 
-def run(models, claims, condenser=CONDENSER, **kwargs):
+def run(models, claims, condenser=CONDENSER, reader=ReaderConfig(device="cpu"), **kwargs):
     by_pid = {p.pid: p for p in WORLD}
     retriever = Bm25Retriever([p.pid for p in WORLD], [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD])
     seen: list[tuple[int, int]] = []
     verdicts = verify_claims(
-        claims, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models, condenser, ReaderConfig(device="cpu"),
+        claims, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, *models, condenser, reader,
         on_hop=lambda hop, n: seen.append((hop, n)), **kwargs,
     )
     return verdicts, seen
@@ -113,6 +113,21 @@ def test_no_fact_above_the_threshold_hands_on_an_empty_context_but_the_evidence_
     # the reader reads the claim and its final facts
     expected = read_verdicts(models[2], [CLAIMS[0].claim], [[s.fact for s, _ in verdicts[0].facts]], ReaderConfig(device="cpu"))[0]
     assert verdicts[0].prob_supported == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_reader_reads_the_best_of_the_last_read_when_asked_and_the_evidence_stays(models):
+    plain, _ = run(models, CLAIMS, depth=6)
+    wide_reader = ReaderConfig(device="cpu", last_read_facts=4)
+    wide, _ = run(models, CLAIMS, reader=wide_reader, depth=6)
+    for v, w in zip(wide, plain, strict=True):
+        # the hops and the graded evidence do not read the reader's setting
+        assert [(h.retrieved, h.kept, h.stage2) for h in v.hops] == [(h.retrieved, h.kept, h.stage2) for h in w.hops] and v.facts == w.facts
+        # the reader read all 4 facts stage 2 read at the last hop (top_facts 4), best first, not the 2-3 of the evidence
+        last = sorted(v.hops[-1].stage2, key=lambda pair: (pair[1], pair[0].pid, pair[0].sid), reverse=True)
+        assert len(last) == 4 and len(v.facts) < 4
+        claim = next(c.claim for c in CLAIMS if c.uid == v.uid)
+        assert v.prob_supported == pytest.approx(read_verdicts(models[2], [claim], [[s.fact for s, _ in last]], wide_reader)[0], abs=1e-5)
+        assert v.prob_supported != pytest.approx(w.prob_supported, abs=1e-6)
 
 
 def test_the_evidence_floor_follows_each_claims_hop_count(models):

@@ -281,6 +281,37 @@ def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader
     assert all(len({pid for pid, _ in final[uid]}) == min(read.hops, len({s.pid for s in read.candidates})) for uid, read in reads.items())
 
 
+def test_a_reader_reading_the_last_read_retrains_on_its_best_facts_and_records_it(pipeline_world, tmp_path):
+    """``reader.last_read_facts`` on a copy of the store: the condensers and the engine's facts for
+    the held-out claims are reused (the graded evidence does not read it); only the reader
+    retrains, on the best N facts of each held-out claim's last stage-2 read, and records N, so
+    the evaluation hands it the same."""
+    from baleen_core.condensing import reader_facts
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+    from baleen_tasks.condensing import last_reads_of, passages_by_pid, read_reader_claims
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    reader_training = config.training.reader.model_copy(update={"max_examples": 8, "epochs": 1})
+    copy, copy_config = _store_copy_with(
+        pipeline_world, tmp_path, reader=config.reader.model_copy(update={"last_read_facts": 9}), training=config.training.model_copy(update={"reader": reader_training})
+    )
+    trained = condensers_flow(copy_config)
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
+    reader = trained["reader"]
+    assert reader.manifest.run_id != refs["training/reader"].manifest.run_id and reader.manifest.params["reader"]["last_read_facts"] == 9
+    assert "last_read_facts" not in refs["training/reader"].manifest.params["reader"]
+    # what it read of each held-out claim: the best facts of the last read, past the evidence
+    store, facts = ArtifactStore(copy), trained["reader_facts"]
+    claims, gold, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("gold_facts", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
+    reads = last_reads_of(store, facts, claims)
+    read = {c.uid: c.engine_facts for c in read_reader_claims(store, facts, claims, gold, passages, sentences, 0, config.condenser, None, 3) if c.engine_facts is not None}
+    texts = passages_by_pid(store, passages, sentences, {s.pid for last in reads.values() for s in last.candidates})
+    fact = {s.key: s.fact for p in texts.values() for s in p.sentences}
+    assert read and read == {uid: tuple(fact[s.key] for s, _ in reader_facts([], last.scored, 3)) for uid, last in reads.items()}
+    assert any(len(last.candidates) > 3 for last in reads.values())
+
+
 def test_a_reader_started_from_stage2_reuses_everything_else_and_records_that_stage2(pipeline_world, tmp_path):
     """``training.reader.start: stage2`` on a copy of the store: the condensers and the engine's
     facts for the held-out claims are reused; only the reader retrains, from the trained stage 2's

@@ -10,7 +10,7 @@ import pytest
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage2TrainingConfig
 from baleen_schemas import STAGE2_CHECKPOINT
 from baleen_storage import fingerprint
-from baleen_tasks.condensing import reader_start, reader_training_params, stage2_fingerprint, stage2_params, training_layout
+from baleen_tasks.condensing import reader_settings, reader_start, reader_training_params, stage2_fingerprint, stage2_params, training_layout
 
 
 def test_the_keeping_rules_retrain_no_model_and_input_layouts_retrain_every_one():
@@ -96,3 +96,17 @@ def test_the_engine_runs_with_the_readers_evidence_rule_and_old_runs_keep_their_
     assert by_hops.condenser.evidence_rule == "first-h-passages" and by_hops.condenser.stage2_threshold == 1.0
     assert trained_config(asked, {}).condenser.evidence_rule == "first-h-passages"  # no reader: as configured
     assert "evidence_rule" not in engine_settings(BaleenConfig()) and engine_settings(by_hops)["evidence_rule"] == "first-h-passages"
+    # the reader reads what it was trained on: the best 9 of the last read, or (no key) the evidence, whatever is asked
+    wide = BaleenConfig().with_reader_last_read_facts(7)
+    assert trained_config(BaleenConfig(), reader({"reader": {"last_read_facts": 9}})).reader.last_read_facts == 9
+    assert trained_config(wide, reader({"reader": {"scoring": "alignment"}})).reader.last_read_facts is None
+    assert trained_config(wide, {}).reader.last_read_facts == 7
+
+
+def test_a_reader_reading_the_last_read_is_a_reader_of_its_own_and_the_default_keeps_stores_readers():
+    """``reader.last_read_facts``: unset, the reader's and the engine runs' recorded settings are
+    what stores recorded before it existed; set, another reader and other runs."""
+    default = ReaderConfig()
+    assert reader_settings(default) == default.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint", "last_read_facts"})
+    assert reader_settings(default.model_copy(update={"last_read_facts": 9}))["last_read_facts"] == 9
+    assert reader_settings(default.model_copy(update={"device": "cpu", "batch_size": 4})) == reader_settings(default)

@@ -11,7 +11,7 @@ import pickle
 import pytest
 import torch
 
-from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, evidence_facts, kept_facts, read_verdicts, stage2_candidates
+from baleen_core.condensing import SequenceModel, Sentence, Stage1Query, condense_stage1, condense_stage2, cpu_has_native_bfloat16, evidence_facts, kept_facts, read_verdicts, reader_facts, stage2_candidates
 from baleen_core.condensing.condense import ScoredSentence, first_passage_facts, hop_evidence
 from baleen_core.config import CondenserConfig, ReaderConfig
 from helpers import passage
@@ -189,6 +189,19 @@ def test_hop_evidence_follows_the_configured_rule():
     # capped at evidence_max_passages; no hop count known: the reference's rule at 0
     assert hop_evidence(read, scores, first_h.model_copy(update={"evidence_max_passages": 1}), 4) == [(read[0], 2.0), (read[2], 0.5)]
     assert hop_evidence(read, scores, first_h) == evidence_facts(read, scores)
+
+
+def test_the_reader_reads_the_evidence_or_the_best_of_the_last_read_hand_worked():
+    read = [fact(1, 0), fact(2, 0), fact(1, 1), fact(3, 0), fact(4, 0), fact(5, 0)]
+    scored = list(zip(read, [2.0, -0.5, 0.5, -1.0, -2.0, -0.5], strict=True))
+    evidence = evidence_facts(read, [s for _, s in scored])
+    assert evidence == [(read[0], 2.0), (read[2], 0.5)]
+    # unset: the evidence, whatever was read
+    assert reader_facts(evidence, scored, None) == evidence
+    # N: the best N of everything read, past the evidence's 5 and its floor; ties as ranked_by_score (larger (pid, sid) first)
+    assert reader_facts(evidence, scored, 4) == [(read[0], 2.0), (read[2], 0.5), (read[5], -0.5), (read[1], -0.5)]
+    assert [f.key for f, _ in reader_facts(evidence, scored, 9)] == [(1, 0), (1, 1), (5, 0), (2, 0), (3, 0), (4, 0)]
+    assert reader_facts([], [], 9) == []
 
 
 def test_stage2_and_reader_give_one_output_per_fact_and_per_claim(backbone):
