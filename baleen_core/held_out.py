@@ -6,12 +6,52 @@
   as the engine hands them for a claim it has never seen.
 - :func:`held_out_uids`: the condensers' and the reader's validation curves hold out whole claims
   (never single hops, so no claim is half seen), chosen the same way from the same seed.
+- :func:`pack_split` / :func:`agreed_split`: what a benchmark pack's ``claims_dev.json`` holds
+  (hover-mini's dev claims, or held-out *training* claims), so that no result is labelled as
+  the other.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+#: Written into a held-out pack's folder (``benchmarks/held_out_pack.py``): what its dev claims are.
+PACK_RECORD = "pack.json"
+#: Written into a benchmark's work folder by its evaluation: which claims it evaluated.
+EVALUATED_RECORD = "evaluated-claims.json"
+HELD_OUT_SPLIT, DEV_SPLIT = "held-out train", "dev"
+
+
+def pack_split(pack: Path) -> str:
+    """What ``pack``'s ``claims_dev.json`` holds: held-out training claims when its
+    :data:`PACK_RECORD` says so, otherwise dev claims."""
+    record = pack / PACK_RECORD
+    return json.loads(record.read_text())["dev_claims"] if record.is_file() else DEV_SPLIT
+
+
+def recorded_split(work: Path) -> str | None:
+    """The split a benchmark work folder's evaluation recorded (:data:`EVALUATED_RECORD`); None
+    for a folder evaluated before the record existed."""
+    record = work / EVALUATED_RECORD
+    return json.loads(record.read_text())["split"] if record.is_file() else None
+
+
+def agreed_split(recorded: Mapping[str, str | None], given: str | None) -> str:
+    """The split that runs compared together evaluated: what every run recorded (run name →
+    split, None where unrecorded), which ``given`` may only repeat; ``given`` alone where no run
+    recorded one. ValueError when runs disagree, contradict ``given``, or nothing says."""
+    known = {split for split in recorded.values() if split is not None}
+    if len(known) > 1:
+        raise ValueError("the runs evaluated different claims: " + ", ".join(f"{name}: {split or 'unrecorded'}" for name, split in recorded.items()))
+    if given is not None and known and given not in known:
+        raise ValueError(f"--split {given!r}, but the runs recorded {known.pop()!r}")
+    if given is None and None in recorded.values():
+        unrecorded = ", ".join(name for name, split in recorded.items() if split is None)
+        raise ValueError(f"no split recorded for {unrecorded} (evaluated before it was recorded): pass --split 'held-out train' or --split dev")
+    return given if given is not None else known.pop()
 
 
 def held_out_uids(uids: Iterable[str], share: float, seed: int) -> set[str]:

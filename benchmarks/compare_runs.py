@@ -7,14 +7,18 @@ store, the metrics of each with bootstrap intervals, and the first run minus eac
 claims both verified. That is where a training setting is chosen; dev is never read.
 
     python benchmarks/compare_runs.py --run NEW DIR_NEW --run OLD DIR_OLD [--system baleen]
-        --split "held-out train" --out benchmarks/results/NAME.json
+        --out benchmarks/results/NAME.json
+
+The results file says which claims these are (held-out training claims or dev), as each run's
+evaluation recorded it in its work folder; ``--split`` is needed only for runs evaluated before
+that was recorded, and may not contradict it.
 
 A name given more than once pools its runs: one ``--run`` per held-out pack for each setting (the
 packs' claims must be disjoint), so that the pairs and their intervals cover the claims of every
 pack (docs/benchmarks.md "Judging the next levers on two packs").
 
     python benchmarks/compare_runs.py --run NEW PACK1_NEW --run NEW PACK2_NEW --run OLD PACK1_OLD
-        --run OLD PACK2_OLD --split "held-out train" --out benchmarks/results/NAME.json
+        --run OLD PACK2_OLD --out benchmarks/results/NAME.json
 
 A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
 two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models). A run
@@ -34,6 +38,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT, agreed_split, recorded_split
+
 if TYPE_CHECKING:
     from baleen_storage import ArtifactRef, ArtifactStore
 
@@ -42,9 +48,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM] (the first is compared with each other one)")
     parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
-    # no default: the stores do not record which dataset they evaluated, and a dev comparison
-    # labelled as held-out training claims (or the reverse) misleads whoever reads the file
-    parser.add_argument("--split", required=True, choices=["held-out train", "dev"], help="what the compared claims are, for the results file: a held-out pack's (held-out training claims) or hover-mini's dev claims")
+    # a dev comparison labelled as held-out training claims (or the reverse) misleads whoever reads the file
+    parser.add_argument(
+        "--split", choices=[HELD_OUT_SPLIT, DEV_SPLIT], default=None,
+        help="what the compared claims are, for the results file: a held-out pack's (held-out training claims) or hover-mini's dev claims "
+        "(default: what every run's evaluation recorded; needed for runs evaluated before that was recorded)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     runs = []
@@ -59,6 +68,10 @@ def main() -> None:
     for _, work, *_ in runs:
         if not (work / "training.yaml").is_file():
             sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
+    try:
+        split = agreed_split({f"{name} ({work})": recorded_split(work) for name, work, *_ in runs}, args.split)
+    except ValueError as err:
+        sys.exit(str(err))
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
     from baleen_core.results import pooled_claim_rows, results_document, results_table
     from baleen_storage import ArtifactStore, StoreError
@@ -88,7 +101,7 @@ def main() -> None:
     except ValueError as err:
         sys.exit(str(err))
     budgets = {name: done[0] if len(done) == 1 else done for name, done in pack_budgets.items()}
-    document = results_document(rows, {}, args.split, None, budgets={"system": args.system, "runs": budgets}, main=names[0])
+    document = results_document(rows, {}, split, None, budgets={"system": args.system, "runs": budgets}, main=names[0])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))

@@ -32,6 +32,8 @@ from pathlib import Path
 import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
+from baleen_core.held_out import DEV_SPLIT, EVALUATED_RECORD, HELD_OUT_SPLIT, PACK_RECORD, pack_split
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -42,7 +44,11 @@ def main() -> None:
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
-    parser.add_argument("--split", default="dev", help="what the pack's dev claims are, for the results file (a pack from held_out_pack.py: 'held-out train')")
+    parser.add_argument(
+        "--split", choices=[HELD_OUT_SPLIT, DEV_SPLIT], default=None,
+        help="what the pack's dev claims are, for the results file (default: what the pack's pack.json says, 'held-out train' for a pack from "
+        "held_out_pack.py; dev without one); recorded in the work folder for compare_runs.py",
+    )
     # stage 1 in bfloat16 where the CPU has it natively: on 159 held-out training claims the engine
     # ran 1.85x faster for passage F1 -0.010 [-0.027, +0.008], EM -0.006 [-0.044, +0.031], inside
     # the rule fixed before the run (benchmarks/results/bf16-stage1-held-out.json); both stages in
@@ -56,6 +62,10 @@ def main() -> None:
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
+    split = pack_split(args.hover_mini)
+    if args.split is not None and args.split != split and (args.hover_mini / PACK_RECORD).is_file():
+        sys.exit(f"--split {args.split!r}, but {args.hover_mini / PACK_RECORD} says its dev claims are {split!r}")
+    split = args.split or split
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
     from baleen_core.runtime import apply_runtime_defaults
 
@@ -123,9 +133,11 @@ def main() -> None:
     budgets["condenser"]["stage2_threshold"] = made_with.get("stage2_threshold", config.condenser.stage2_threshold)
     budgets["condenser"]["evidence_floors"] = made_with.get("evidence_floors", {})
     document = results_document(
-        metric_rows, speed, args.split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed,
+        metric_rows, speed, split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed,
         unresolved_claims=unresolved_claims(store, claims, "dev"),
     )
+    # which claims these are, for compare_runs.py (the store keeps the claims, not what they are)
+    (args.work / EVALUATED_RECORD).write_text(json.dumps({"split": split, "pack": str(args.hover_mini.resolve())}) + "\n")
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")

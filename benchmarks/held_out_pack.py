@@ -8,7 +8,8 @@ they answer "which label round / preset / threshold" without the real dev claims
     python benchmarks/held_out_pack.py --out DIR [--hover-mini PATH] [--share 0.15] [--seed 0]
 
 ``DIR/claims_train.json`` holds the training claims kept, ``DIR/claims_dev.json`` the held-out
-ones; the corpus files are symbolic links to the pack's own (nothing is copied).
+ones, ``DIR/pack.json`` says so (the evaluation labels its results from it); the corpus files are
+symbolic links to the pack's own (nothing is copied).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from baleen_core.held_out import split_by_question
+from baleen_core.held_out import HELD_OUT_SPLIT, PACK_RECORD, split_by_question
 from hover_mini import add_hover_mini_option, require_hover_mini  # sibling module
 
 CORPUS_FILES = ("wiki", "beir_corpus.jsonl.gz")
@@ -36,6 +37,9 @@ def write_held_out_pack(hover_mini: Path, out: Path, share: float, seed: int) ->
         link.symlink_to((hover_mini / name).resolve())
     (out / "claims_train.json").write_text(json.dumps(kept))
     (out / "claims_dev.json").write_text(json.dumps(held_out))
+    # what its dev claims are, read by benchmarks/evaluation.py into the results and the work folder
+    record = {"dev_claims": HELD_OUT_SPLIT, "of": str(hover_mini.resolve()), "share": share, "seed": seed, "held_out": len(held_out), "kept": len(kept)}
+    (out / PACK_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     (out / "README.md").write_text(
         f"Held-out pack of {hover_mini}: claims_dev.json holds {len(held_out)} of its {len(claims)} training claims "
         f"(share {share}, seed {seed}, split by question), claims_train.json the other {len(kept)}. Written by benchmarks/held_out_pack.py.\n"

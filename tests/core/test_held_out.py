@@ -1,6 +1,10 @@
 """The held-out rule: whole claims, the share asked for, the same claims for the same seed."""
 
-from baleen_core.held_out import held_out_uids, question_groups, split_by_question, split_held_out
+import json
+
+import pytest
+
+from baleen_core.held_out import EVALUATED_RECORD, agreed_split, held_out_uids, pack_split, question_groups, recorded_split, split_by_question, split_held_out
 from baleen_core.training.condenser_trainer import ReaderExample
 
 
@@ -51,7 +55,6 @@ def test_split_by_question_never_splits_a_group_and_takes_about_the_share():
 
 
 def test_the_held_out_pack_splits_training_claims_as_hover_mini_splits_dev(hover_mini, tmp_path):
-    import json
     import sys
     from pathlib import Path
 
@@ -70,3 +73,25 @@ def test_the_held_out_pack_splits_training_claims_as_hover_mini_splits_dev(hover
     assert 0.15 * len(train) <= len(held) < 0.15 * len(train) + 13  # whole groups: at most one group (≤ 12 claims) more
     assert all(len({i < len(kept) for i in group}) == 1 for group in question_groups(kept + held))
     assert (tmp_path / "pack" / "wiki").is_symlink() and (tmp_path / "pack" / "beir_corpus.jsonl.gz").resolve() == (hover_mini / "beir_corpus.jsonl.gz").resolve()
+    # the pack says what its dev claims are; hover-mini itself holds dev claims
+    assert pack_split(tmp_path / "pack") == "held-out train" and pack_split(hover_mini) == "dev"
+
+
+def test_runs_compared_together_must_have_evaluated_the_same_claims(tmp_path):
+    (tmp_path / EVALUATED_RECORD).write_text(json.dumps({"split": "dev", "pack": "/p"}))
+    assert recorded_split(tmp_path) == "dev" and recorded_split(tmp_path / "elsewhere") is None
+    # every run recorded the same: that, and --split may repeat it
+    assert agreed_split({"a": "held-out train", "b": "held-out train"}, None) == "held-out train"
+    assert agreed_split({"a": "dev", "b": "dev"}, "dev") == "dev"
+    # nothing recorded: --split decides, and must be given
+    assert agreed_split({"a": None, "b": None}, "dev") == "dev"
+    with pytest.raises(ValueError, match="no split recorded for a, b"):
+        agreed_split({"a": None, "b": None}, None)
+    # some recorded: --split must agree with them, and is needed for the others
+    assert agreed_split({"a": "held-out train", "b": None}, "held-out train") == "held-out train"
+    with pytest.raises(ValueError, match="no split recorded for b"):
+        agreed_split({"a": "held-out train", "b": None}, None)
+    with pytest.raises(ValueError, match="--split 'dev', but the runs recorded 'held-out train'"):
+        agreed_split({"a": "held-out train", "b": None}, "dev")
+    with pytest.raises(ValueError, match="different claims: a: dev, b: held-out train"):
+        agreed_split({"a": "dev", "b": "held-out train"}, "dev")
