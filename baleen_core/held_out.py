@@ -20,8 +20,8 @@ from pathlib import Path
 
 #: Written into a held-out pack's folder (``benchmarks/held_out_pack.py``): what its dev claims are.
 PACK_RECORD = "pack.json"
-#: Written into a benchmark's work folder by its evaluation: which claims it evaluated.
-EVALUATED_RECORD = "evaluated-claims.json"
+#: Written into a benchmark's work folder by its training and evaluation: what its dev claims are.
+DEV_CLAIMS_RECORD = "dev-claims.json"
 HELD_OUT_SPLIT, DEV_SPLIT = "held-out train", "dev"
 
 
@@ -32,10 +32,15 @@ def pack_split(pack: Path) -> str:
     return json.loads(record.read_text())["dev_claims"] if record.is_file() else DEV_SPLIT
 
 
+def record_split(work: Path, pack: Path, split: str) -> None:
+    """Record in a benchmark work folder what its dev claims are: ``split``, those of ``pack``."""
+    (work / DEV_CLAIMS_RECORD).write_text(json.dumps({"split": split, "pack": str(pack.resolve())}) + "\n")
+
+
 def recorded_split(work: Path) -> str | None:
-    """The split a benchmark work folder's evaluation recorded (:data:`EVALUATED_RECORD`); None
-    for a folder evaluated before the record existed."""
-    record = work / EVALUATED_RECORD
+    """What a benchmark work folder recorded its dev claims to be (:func:`record_split`); None
+    for a folder made before the record existed."""
+    record = work / DEV_CLAIMS_RECORD
     return json.loads(record.read_text())["split"] if record.is_file() else None
 
 
@@ -50,7 +55,7 @@ def agreed_split(recorded: Mapping[str, str | None], given: str | None) -> str:
         raise ValueError(f"--split {given!r}, but the runs recorded {known.pop()!r}")
     if given is None and None in recorded.values():
         unrecorded = ", ".join(name for name, split in recorded.items() if split is None)
-        raise ValueError(f"no split recorded for {unrecorded} (evaluated before it was recorded): pass --split 'held-out train' or --split dev")
+        raise ValueError(f"no split recorded for {unrecorded} (made before the record existed): pass --split 'held-out train' or --split dev")
     return given if given is not None else known.pop()
 
 

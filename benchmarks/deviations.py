@@ -32,14 +32,17 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hover_mini import add_split_option, work_split  # sibling module
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True, help="a training benchmark's --work directory, evaluated")
     parser.add_argument("--system", default="baleen")
-    parser.add_argument("--split", default="held-out train", help="what the evaluated claims are, for the results file")
+    add_split_option(parser)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     if not (args.work / "evaluation.yaml").is_file():
         sys.exit(f"{args.work} holds no evaluation: run benchmarks/evaluation.py --work {args.work} first")
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
@@ -112,7 +115,7 @@ def main() -> None:
         "commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
-        "split": args.split,
+        "split": split,
         "system": args.system,
         "claims": len(by_claim),
         "hops": hops,

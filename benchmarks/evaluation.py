@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
-from baleen_core.held_out import DEV_SPLIT, EVALUATED_RECORD, HELD_OUT_SPLIT, PACK_RECORD, pack_split
+from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT, PACK_RECORD, pack_split, record_split
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -136,8 +136,7 @@ def main() -> None:
         metric_rows, speed, split, wall, budgets, samples=config.evaluation.bootstrap, seed=config.evaluation.seed,
         unresolved_claims=unresolved_claims(store, claims, "dev"),
     )
-    # which claims these are, for compare_runs.py (the store keeps the claims, not what they are)
-    (args.work / EVALUATED_RECORD).write_text(json.dumps({"split": split, "pack": str(args.hover_mini.resolve())}) + "\n")
+    record_split(args.work, args.hover_mini, split)  # for compare_runs.py: the store keeps the claims, not what they are
     out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")

@@ -34,6 +34,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hover_mini import add_split_option, work_split  # sibling module
+
 if TYPE_CHECKING:
     from baleen_core.condensing.calibration import LastRead
     from baleen_storage import ArtifactRef, ArtifactStore
@@ -44,13 +46,14 @@ RULES = ("floor-per-hops", "l3x", "first-h-passages")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, help="a training benchmark's --work directory, WORK[@EVAL_RUN_ID]")
-    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file")
+    add_split_option(parser)
     parser.add_argument("--main", choices=RULES, default="floor-per-hops", help="the rule the others are paired against")
     parser.add_argument("--exclude", type=Path, action="append", default=[], help="a claims JSON whose claims are left out of the comparison")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     work_given, _, run_id = args.work.partition("@")
     work = Path(work_given)
+    split = work_split(work, args.split)  # before any work: a missing --split loses nothing
     if not (work / "store").is_dir():
         sys.exit(f"{work} holds no store: run benchmarks/training.py and benchmarks/evaluation.py --work {work} first")
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))
@@ -95,7 +98,7 @@ def main() -> None:
         "l3x": [recut(r, evidence_at_floor(reads[r["uid"]], 0.0, l3x), gold[r["uid"]]) for r in rows],
         "first-h-passages": [recut(r, first_passages(reads[r["uid"]], int(r["num_hops"])), gold[r["uid"]]) for r in rows],
     }
-    document = results_document(systems, {}, args.split, None, main=args.main)
+    document = results_document(systems, {}, split, None, main=args.main)
     document["evidence_floors"] = {
         "excluded_claims": sorted(excluded),
         "chosen": json_floors(floors),

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hover_mini import add_split_option, work_split  # noqa: E402  (sibling module)
 from training import finished_run_config, ranked_claims, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 
@@ -48,11 +49,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's --work directory")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--split", default="held-out train", help="what the pack's dev claims are, for the results file (a real pack's: dev)")
+    add_split_option(parser)
     parser.add_argument("--pair", nargs=2, action="append", metavar=("SYSTEM", "BASELINE"), help="compare SYSTEM − BASELINE (repeatable)")
     parser.add_argument("--search", nargs=2, type=int, action="append", default=[], metavar=("NPROBE", "NCANDIDATES"), help="each trained FLIPR also with these search settings (repeatable)")
     parser.add_argument("--exhaustive", action="store_true", help="each trained FLIPR also by exact FLIPR over every passage (slow)")
     args = parser.parse_args()
+    split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     started = time.perf_counter()
     config = finished_run_config(args.work)
     from baleen_core.training.hop_ordering import claims_from_rows
@@ -82,7 +84,7 @@ def main() -> None:
     unknown = {name for pair in pairs for name in pair} - set(rows)
     if unknown:
         sys.exit(f"no retriever named {', '.join(sorted(unknown))} in {args.work}; there are: {', '.join(rows)}")
-    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": config.evaluation.depth, "store": "training benchmark runs of one --work"}, pairs, args.split)
+    write_retriever_results(args.out, rows, time.perf_counter() - started, {"depth": config.evaluation.depth, "store": "training benchmark runs of one --work"}, pairs, split)
 
 
 if __name__ == "__main__":

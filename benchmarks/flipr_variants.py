@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hover_mini import add_split_option, work_split  # noqa: E402  (sibling module)
 from training import RETRIEVER_METRICS, finished_run_config, ranked_claims, write_retriever_results  # noqa: E402  (the sibling benchmark's metrics)
 
 CONTROL = "flipr-r0-retrained"  # the run's recipe at its own seed, trained here: what every new FLIPR also pairs with
@@ -98,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, required=True, help="a training benchmark's --work directory (a held-out pack's run)")
     parser.add_argument("--out", type=Path, required=True)
+    add_split_option(parser)
     parser.add_argument(
         "--teach", nargs="*", choices=("all", "first-hop", "none"), default=["none"],
         help="FLIPRs to train, by the hops stage 1 teaches: all, only those without context, none (the control); none given: train nothing",
@@ -107,6 +109,7 @@ def main() -> None:
     parser.add_argument("--weight", type=float, default=1.0, help="weight of the KL term beside the in-batch cross-entropy")
     parser.add_argument("--arms", nargs="*", default=[], metavar="NAME=RETRIEVER,RETRIEVER", help="arms averaged over their retrievers, each paired with the first")
     args = parser.parse_args()
+    split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     arms = {name: members.split(",") for name, _, members in (arm.partition("=") for arm in args.arms)}
     distilled = [mode for mode in args.teach if mode != "none"]
     if distilled and args.claim_only_positives == "reached":
@@ -190,7 +193,7 @@ def main() -> None:
         first, *others = arms
         pairs += [(name, first) for name in others] + [(name, "bm25") for name in arms]
     budgets |= {"training": histories, "index_builds": builds, "reused_rows": sorted(set(rows_by) - set(ranked) - set(arms)), "arms": arms}
-    write_retriever_results(args.out, rows_by, time.perf_counter() - started, budgets, pairs, "held-out train")
+    write_retriever_results(args.out, rows_by, time.perf_counter() - started, budgets, pairs, split)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,28 @@ def require_hover_mini(path: Path, needs: str = ".") -> Path:
     return path
 
 
+def add_split_option(parser: argparse.ArgumentParser) -> None:
+    """``--split``, for a benchmark that reads a training benchmark's ``--work`` folder."""
+    from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT
+
+    parser.add_argument(
+        "--split", choices=[HELD_OUT_SPLIT, DEV_SPLIT], default=None,
+        help="what the work folder's dev claims are, for the results file (default: what the folder recorded; needed only for a folder made before "
+        "that was recorded, and never against it)",
+    )
+
+
+def work_split(work: Path, given: str | None) -> str:
+    """What a training benchmark's work folder recorded its dev claims to be, which ``--split``
+    (``given``) may only repeat; or exit with one line saying why not."""
+    from baleen_core.held_out import agreed_split, recorded_split
+
+    try:
+        return agreed_split({str(work): recorded_split(work)}, given)
+    except ValueError as err:
+        sys.exit(str(err))
+
+
 def flow_server():
     """The API the benchmark's flows report to, as the CLI runs them (``prefect_api``): a
     temporary server that stops with the block, and dies with this process when it is killed

@@ -43,6 +43,8 @@ from pathlib import Path
 import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
+from baleen_core.held_out import pack_split, record_split
+
 
 
 def main() -> None:
@@ -176,6 +178,8 @@ def main() -> None:
         settings["reader"] = {"last_read_facts": args.reader_last_read_facts}
     config_path = work / "training.yaml"
     config_path.write_text(yaml.safe_dump(settings, sort_keys=False))
+    split = pack_split(args.hover_mini)
+    record_split(work, args.hover_mini, split)  # what its dev claims are, for the evaluation and compare_runs.py
     store = ArtifactStore(work / "store")
     started, from_scratch = time.perf_counter(), not store.refs("claims", "claims")
     with flow_server():
@@ -210,7 +214,7 @@ def main() -> None:
         retriever_rows = {"bm25": [retriever_row(bm25, claim, config.evaluation) for claim in dev_gold], **retriever_rows}
         budgets = {"label_rounds": config.labels.rounds, "flipr_epochs": config.training.flipr.epochs, "flipr_batch_size": config.training.flipr.batch_size, "depth": config.evaluation.depth}
         names = list(retriever_rows)
-        write_retriever_results(args.out, retriever_rows, wall, budgets, list(zip(names[1:], names)))
+        write_retriever_results(args.out, retriever_rows, wall, budgets, list(zip(names[1:], names)), split)
 
     print("\n| round | labeller | hop | labels | reached ≤ 100 | mean rank | median rank |")
     print("|---|---|---|---|---|---|---|")
@@ -296,7 +300,7 @@ def retriever_row(searcher, claim, evaluation) -> dict:
     }
 
 
-def write_retriever_results(out: Path, rows: dict[str, list[dict]], wall: float, budgets: dict, pairs: list[tuple[str, str]], split: str = "dev") -> None:
+def write_retriever_results(out: Path, rows: dict[str, list[dict]], wall: float, budgets: dict, pairs: list[tuple[str, str]], split: str) -> None:
     """The results file of step 6, in the shape of every ``benchmarks/results/*.json``: ``rows``
     per retriever (:func:`retriever_row`), and ``pairs`` of (retriever, baseline) compared paired."""
     from datetime import datetime, timezone

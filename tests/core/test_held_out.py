@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from baleen_core.held_out import EVALUATED_RECORD, agreed_split, held_out_uids, pack_split, question_groups, recorded_split, split_by_question, split_held_out
+from baleen_core.held_out import DEV_CLAIMS_RECORD, agreed_split, held_out_uids, pack_split, question_groups, recorded_split, split_by_question, split_held_out
 from baleen_core.training.condenser_trainer import ReaderExample
 
 
@@ -78,7 +78,7 @@ def test_the_held_out_pack_splits_training_claims_as_hover_mini_splits_dev(hover
 
 
 def test_runs_compared_together_must_have_evaluated_the_same_claims(tmp_path):
-    (tmp_path / EVALUATED_RECORD).write_text(json.dumps({"split": "dev", "pack": "/p"}))
+    (tmp_path / DEV_CLAIMS_RECORD).write_text(json.dumps({"split": "dev", "pack": "/p"}))
     assert recorded_split(tmp_path) == "dev" and recorded_split(tmp_path / "elsewhere") is None
     # every run recorded the same: that, and --split may repeat it
     assert agreed_split({"a": "held-out train", "b": "held-out train"}, None) == "held-out train"
