@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-last-read-facts N]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -84,6 +84,7 @@ def main() -> None:
     # +0.075], where a reader seed moved it by 0.000; the same steps
     # (benchmarks/results/reader-from-stage2-held-out.json, reader-spread-2-epochs-held-out.json)
     parser.add_argument("--reader-start", choices=["backbone", "stage2"], default="stage2", help="training.reader.start: the reader's encoder from the backbone, or from the trained stage 2")
+    parser.add_argument("--reader-scoring", choices=["cls", "alignment"], default=None, help="reader.scoring, the reader's head (default: the config's, alignment)")
     parser.add_argument(
         "--reader-last-read-facts", type=int, default=None,
         help="reader.last_read_facts: the reader reads the best N facts of each claim's last stage-2 read instead of its evidence (default: the evidence)",
@@ -174,8 +175,9 @@ def main() -> None:
         settings["condenser"] = {"stage1_cpu_precision": "bfloat16"}
     if args.fusion != "none":
         settings["search"] = {"fusion": args.fusion}
-    if args.reader_last_read_facts is not None:
-        settings["reader"] = {"last_read_facts": args.reader_last_read_facts}
+    reader = {"scoring": args.reader_scoring, "last_read_facts": args.reader_last_read_facts}
+    if reader := {key: value for key, value in reader.items() if value is not None}:
+        settings["reader"] = reader
     config_path = work / "training.yaml"
     config_path.write_text(yaml.safe_dump(settings, sort_keys=False))
     split = pack_split(args.hover_mini)
