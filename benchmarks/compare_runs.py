@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT, agreed_split, recorded_split
+from baleen_core.held_out import agreed_split, recorded_split
+from hover_mini import add_split_option  # sibling module
 
 if TYPE_CHECKING:
     from baleen_storage import ArtifactRef, ArtifactStore
@@ -48,12 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM] (the first is compared with each other one)")
     parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
-    # a dev comparison labelled as held-out training claims (or the reverse) misleads whoever reads the file
-    parser.add_argument(
-        "--split", choices=[HELD_OUT_SPLIT, DEV_SPLIT], default=None,
-        help="what the compared claims are, for the results file: a held-out pack's (held-out training claims) or hover-mini's dev claims "
-        "(default: what every run's evaluation recorded; needed for runs evaluated before that was recorded)",
-    )
+    add_split_option(parser)  # a dev comparison labelled as held-out training claims (or the reverse) misleads whoever reads the file
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     runs = []
