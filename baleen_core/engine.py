@@ -58,6 +58,7 @@ from typing import Protocol
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts, reader_facts
 from baleen_core.condensing.calibration import LastRead
 from baleen_core.config import CondenserConfig, ReaderConfig
+from baleen_core.profiling import region
 
 #: Passages retrieved per claim over all its hops (Baleen's and HoVer's Retrieval@100).
 DEFAULT_DEPTH = 100
@@ -202,9 +203,10 @@ def verify_claims_at_thresholds(
         queries = list(shared.values())
         claims_of = [runs[r][0] for r in queries]
         facts = [[s for s, _ in context[r]] for r in queries]
-        rankings = retriever.rank_batch(
-            [c.claim for c in claims_of], [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of], [set() for _ in queries]
-        )
+        with region("retrieve"):
+            rankings = retriever.rank_batch(
+                [c.claim for c in claims_of], [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of], [set() for _ in queries]
+            )
         read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims_of, facts, rankings, strict=True)]
         texts = passages_of({pid for r in read for pid, _ in r})
         if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
@@ -232,7 +234,8 @@ def verify_claims_at_thresholds(
     prob_of: dict[tuple, float | None] = {}
     if reader is not None:
         distinct = _distinct_queries(runs, for_reader, range(len(runs)))
-        probs = read_verdicts(reader, [runs[r][0].claim for r in distinct.values()], [[s.fact for s, _ in for_reader[r]] for r in distinct.values()], reader_config)
+        with region("reader"):
+            probs = read_verdicts(reader, [runs[r][0].claim for r in distinct.values()], [[s.fact for s, _ in for_reader[r]] for r in distinct.values()], reader_config)
         prob_of = dict(zip(distinct, probs, strict=True))
     verdicts = [Verdict(c.uid, prob_of.get(_query_key(runs, for_reader, r)), final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]

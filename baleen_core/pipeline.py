@@ -19,7 +19,7 @@ import pickle
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from baleen_core.config import BaleenConfig, LabelConfig, json_floors, parse_flo
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
-from baleen_core.profiling import profile_call
+from baleen_core.profiling import device_profile_call, profile_call
 from baleen_core.results import majority_class, paired_results, system_results
 from baleen_core.retrieval import Flipr, FliprIndex, FliprSearcher
 from baleen_core.retrieval.building import build_in_memory
@@ -382,20 +382,58 @@ def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict
     }
 
 
+#: The parts of an inference variant's name (``+``-joined, e.g. ``fp16-weights+compile``).
+VARIANT_PARTS = {
+    "fp16-weights": "stage 1, stage 2 and the reader predict with fp16 weights (SequenceModel.inference_copy) instead of fp32 ones under fp16 autocast",
+    "compile": "their encoders under torch.compile (dynamic shapes); the variant's warm-up pays the compilation",
+    "tokens-N": "their GPU batches filled to N padded tokens (condenser and reader gpu_batch_tokens)",
+}
+
+
+def parse_inference_variant(name: str) -> tuple[torch.dtype | None, bool, int | None]:
+    """(weights' dtype, compile, batch tokens) of an inference variant's name (:data:`VARIANT_PARTS`)."""
+    dtype, compile_backbone, tokens = None, False, None
+    for part in name.split("+"):
+        if part == "fp16-weights":
+            dtype = torch.float16
+        elif part == "compile":
+            compile_backbone = True
+        elif part.startswith("tokens-") and part.removeprefix("tokens-").isdigit() and int(part.removeprefix("tokens-")) >= 512:
+            tokens = int(part.removeprefix("tokens-"))
+        else:
+            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, tokens-N (N ≥ 512)")
+    return dtype, compile_backbone, tokens
+
+
+def inference_variant(name: str, trained: Trained, config: BaleenConfig) -> tuple[Trained, BaleenConfig]:
+    """``trained`` and ``config`` as the inference variant ``name`` runs them; the models given
+    are left as they are."""
+    dtype, compile_backbone, tokens = parse_inference_variant(name)
+    if dtype is not None or compile_backbone:
+        trained = replace(trained, **{m: getattr(trained, m).inference_copy(dtype, compile_backbone) for m in ("stage1", "stage2", "reader")})
+    if tokens is not None:
+        config = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": tokens}) for part in ("condenser", "reader")})
+    return trained, config
+
+
 def evaluate_pipeline(
     config: BaleenConfig, trained: Trained, claims: Claims, corpus: Corpus, bm25, untrained: tuple[Flipr, FliprIndex] | None, systems: Sequence[str],
     save: Callable[[dict, dict], None], profile_claims: int = 0, compare_batching: bool = False, warmup_claims: int = 32,
+    variants: Sequence[str] = (),
 ) -> tuple[dict, dict]:
     """flows/evaluation.py in memory: every system over the same dev claims at the context
     threshold the reader trained with, scored per claim (``save`` gets the speeds and the metrics
     as soon as they exist); then, apart from the timed runs, the full system on the first
-    ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``). With
+    ``profile_claims`` dev claims under cProfile (where the host's time goes: ``profile``) and
+    under torch.profiler (how busy the device is, time per engine region: ``device_profile``). With
     ``compare_batching``, the full system once more the unbatched way, FLIPR searching one query
     at a time and the condensers and reader in batches of ``batch_size`` inputs (no token budget):
     its speed and how many claims' predictions differ (``batch_size_path``). The models' token caches already hold the corpus (training filled
     them), so the engine tokenizes claims only; before the timed runs the full system verifies the
     first ``warmup_claims`` dev claims untimed (``warmup``): the first system timed would otherwise
-    also pay for the device's kernel and allocator warm-up."""
+    also pay for the device's kernel and allocator warm-up. Each of ``variants``
+    (:func:`inference_variant`) runs the full system again after its own warm-up: its speed and
+    how many claims' predictions differ from the timed run's (``variants``)."""
     engine: dict = {}
     config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors)
     retrievers = {  # query_batch: FLIPR's queries searched together (None: the searcher's default)
@@ -432,7 +470,25 @@ def evaluate_pipeline(
         (_, speed), profile = profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]))
         engine["profile"] = {"system": main, **speed, **profile.as_dict()}
         logger.info("engine profile · %s: own seconds by package %s", main, engine["profile"]["by_package"])
+        (_, speed), device_profile = device_profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]), trained.stage1.device)
+        engine["device_profile"] = {"system": main, **speed, **device_profile.as_dict()}
+        logger.info("engine device profile · %s: device busy %.1f%% of %.2f s; regions %s", main, 100 * device_profile.as_dict()["device_busy_share"], device_profile.wall_seconds, engine["device_profile"]["regions"])
     save(engine, quality)
+    for name in variants:
+        variant_trained, variant_config = inference_variant(name, trained, config)
+        try:
+            started = time.perf_counter()
+            run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev[: max(warmup_claims, 1)])
+            warmup_seconds = time.perf_counter() - started
+            verdicts, speed = run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev)
+            result = {"system": main, "warmup_seconds": round(warmup_seconds, 2), **speed, **prediction_differences(verdicts_of[main], verdicts)}
+        except Exception as error:  # noqa: BLE001  (a variant that cannot run, e.g. no compiler for torch.compile, is a result; the rest still run)
+            result = {"system": main, "error": f"{type(error).__name__}: {str(error)[:400]}"}
+        engine.setdefault("variants", {})[name] = result
+        logger.info("engine · %s, variant %s: %s", main, name, result)
+        save(engine, quality)
+        del variant_trained
+        free_device_memory(trained.stage1.device)
     if compare_batching:
         per_item = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": None}) for part in ("condenser", "reader")})
         plain, speed = run_system(main, retrievers[main](query_batch=1), trained, per_item, claims, corpus, dev)

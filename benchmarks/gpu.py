@@ -25,8 +25,9 @@ finished):
   does; with ``--compare-batching`` (default on a GPU) the full system again unbatched, FLIPR
   searching one query at a time and the models in batches of ``batch_size`` inputs instead of
   token budgets, with how many claims' predictions differ;
-- ``engine.profile``: the full system on ``--profile-claims`` dev claims under cProfile: host
-  seconds by package and the functions with the most own time;
+- ``engine.profile``, ``engine.device_profile``: the full system on ``--profile-claims`` dev claims
+  under cProfile (host seconds by package and function) and torch.profiler (the device's busy
+  share, seconds per engine region, top kernels); ``engine.variants``: ``--engine-variants``;
 - ``hover_mini_dev``: HoVer's metrics per system and hop count (``baleen_core.results``).
 
 Usage::
@@ -75,7 +76,7 @@ import torch  # noqa: E402
 from baleen_core.config import BaleenConfig, CondenserConfig, EvaluationConfig, FliprTrainingConfig, IndexConfig, LabelConfig, ReaderConfig  # noqa: E402
 from baleen_core.config import ReaderTrainingConfig, RetrieverConfig, Stage1TrainingConfig, Stage2TrainingConfig, TrainingConfig, default_backbone  # noqa: E402
 from baleen_core.dataset import Corpus, load_claims, load_corpus  # noqa: E402
-from baleen_core.pipeline import FinishedSteps, evaluate_pipeline, train_pipeline  # noqa: E402
+from baleen_core.pipeline import FinishedSteps, evaluate_pipeline, parse_inference_variant, train_pipeline  # noqa: E402
 from baleen_core.results import SectionedResults, device_description, git_commit  # noqa: E402
 from baleen_core.retrieval import Flipr  # noqa: E402
 from baleen_core.retrieval.building import build_in_memory  # noqa: E402
@@ -151,10 +152,6 @@ def default_out() -> Path:
     return Path(os.environ["OUT"]) / "gpu.json" if os.environ.get("OUT") else ROOT / "benchmarks" / "results" / "gpu.json"
 
 
-def default_backbone_path(carry: Path) -> Path:
-    return carry / "backbone" if (carry / "backbone").is_dir() else Path(default_backbone())
-
-
 def check_backbone(path: Path) -> None:
     """Refuse a half-precision backbone that would load as fp16 (transformers 5 loads with
     dtype="auto"): the trainers need fp32 parameters."""
@@ -166,6 +163,7 @@ def check_backbone(path: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
+    variants = lambda text: [v for v in text.split(",") if v and parse_inference_variant(v)]  # noqa: E731  (a bad name fails here, before any work)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--carry", type=Path, default=ROOT / ".carry", help="folder built by benchmarks/gpu_carry.sh")
     parser.add_argument("--backbone", type=Path, default=None, help="checkpoint of every model (default: <carry>/backbone, else the shipped MiniLM-L6)")
@@ -197,6 +195,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     group.add_argument("--systems", default="baleen,bm25-multihop", help=f"engine systems, of {','.join(SYSTEMS)}")
     group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the metric intervals")
     group.add_argument("--compare-batching", action=argparse.BooleanOptionalAction, default=None, help="run the full system again unbatched (one FLIPR query at a time, models in batches of batch_size) and count differing predictions (default: on a GPU)")
+    group.add_argument("--engine-variants", type=variants, default=[], help="inference variants the full system runs again, each timed after its own warm-up, with its differences counted: comma-separated, each a '+'-join of fp16-weights, compile, tokens-N (baleen_core.pipeline.VARIANT_PARTS)")
     group.add_argument("--profile-claims", type=int, default=None, help="dev claims the full system verifies again under cProfile, apart from the timed run (default: 100 on a GPU, 0 = none on a CPU)")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"
@@ -211,7 +210,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.matmul_iterations = args.matmul_iterations or (50 if gpu else 10)
     args.profile_claims = (100 if gpu else 0) if args.profile_claims is None else args.profile_claims
     args.compare_batching = gpu if args.compare_batching is None else args.compare_batching
-    args.backbone = args.backbone or default_backbone_path(args.carry)
+    args.backbone = args.backbone or (args.carry / "backbone" if (args.carry / "backbone").is_dir() else Path(default_backbone()))
     args.out = args.out or default_out()
     return args
 
@@ -277,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.set("training", {"bm25_index_seconds": round(bm25_seconds, 2), **training})
             if results.doc["index_build"] is None:  # no index section: the first trained FLIPR's build is the same work
                 results.set("index_build", {**training["indexes"]["flipr-r0"], "model": "flipr-r0"})
-            save_engine(results, *evaluate_pipeline(config, trained, claims, corpus, bm25, untrained, args.systems, partial(save_engine, results), args.profile_claims, args.compare_batching))
+            save_engine(results, *evaluate_pipeline(config, trained, claims, corpus, bm25, untrained, args.systems, partial(save_engine, results), args.profile_claims, args.compare_batching, variants=args.engine_variants))
         results.doc["device"]["peak_rss_gib"] = round(peak_rss_gib(), 2)
         if device.type == "cuda":
             results.doc["device"]["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)

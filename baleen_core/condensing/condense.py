@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from baleen_core.condensing.layouts import PassageSentences, Sentence, reader_window, stage1_passage_windows, stage1_query, stage2_window
 from baleen_core.condensing.models import SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig
+from baleen_core.profiling import region
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,11 @@ def condense_hop(
     (:func:`hop_evidence` for each claim's hop count in ``hops``; none given: the reference's
     rule at 0)."""
     queries = [Stage1Query(c, tuple(s.fact for s in ctx), tuple(ps)) for c, ctx, ps in zip(claims, contexts, passages, strict=True)]
-    ranked = condense_stage1(stage1, queries, config)
+    with region("stage1"):
+        ranked = condense_stage1(stage1, queries, config)
     candidates = [stage2_candidates(ctx, r, config.top_facts) for ctx, r in zip(contexts, ranked, strict=True)]
-    scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
+    with region("stage2"):
+        scores = condense_stage2(stage2, claims, [[s.fact for s in cands] for cands in candidates], config)
     return [
         CondensedHop(r, cands, sc, kept_facts(cands, sc, config.max_kept, config.min_kept, config.stage2_threshold), hop_evidence(cands, sc, config, h))
         for r, cands, sc, h in zip(ranked, candidates, scores, [None] * len(claims) if hops is None else hops, strict=True)

@@ -102,7 +102,8 @@ class AlignmentHead(nn.Module):
         return torch.stack([worst[:, 0], worst.mean(-1), mean], dim=-1)
 
     def forward(self, cls_states: torch.Tensor, hidden: torch.Tensor, claim: torch.Tensor, facts: torch.Tensor) -> torch.Tensor:
-        support = self.log_scale.exp() * self.coverage(self.coverage_features(hidden, claim, facts))
+        features = self.coverage_features(hidden, claim, facts)  # float32 whatever the weights (cosines near 1)
+        support = self.log_scale.exp() * self.coverage(features.to(self.coverage.weight.dtype))
         return self.cls(cls_states) + torch.cat([-support / 2, support / 2], dim=-1)
 
 
@@ -185,6 +186,22 @@ class SequenceModel:
             raise ValueError(f"unknown CPU precision {precision!r}; choose float32 or bfloat16")
         self.cpu_bfloat16 = precision == "bfloat16"
         return self
+
+    def inference_copy(self, dtype: torch.dtype | None = None, compile_backbone: bool = False) -> SequenceModel:
+        """A copy of this model to predict with, never to train: its weights cast to ``dtype``
+        (fp16 on a GPU: each forward reads half the bytes and autocast no longer casts every
+        weight on every call) and, with ``compile_backbone``, its encoder under ``torch.compile``
+        (dynamic shapes: the engine's batches vary in both sizes). It shares this model's
+        tokenizer and token cache."""
+        module = copy.deepcopy(self.module)
+        if dtype is not None:
+            module = module.to(dtype)
+        if compile_backbone:
+            module.backbone = torch.compile(module.backbone, dynamic=True)
+        made = [f"weights in {str(dtype).removeprefix('torch.')}"] * (dtype is not None) + ["compiled"] * compile_backbone
+        copied = SequenceModel(self.kind, module, self.tokenizer, self.device, f"{self.source} ({', '.join(made) or 'copy'}, for inference)")
+        copied.token_cache, copied.cpu_bfloat16 = self.token_cache, self.cpu_bfloat16
+        return copied
 
     @classmethod
     def load(cls, kind: Kind, source: str | Path, device: torch.device | str = "auto", head_seed: int = 0, scoring: HeadScoring = "marker") -> SequenceModel:

@@ -7,9 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
-from baleen_core.config import LabelConfig
-from baleen_core.pipeline import FinishedSteps, label_round, prediction_differences, training_record
+from baleen_core.config import BaleenConfig, LabelConfig, default_backbone
+from baleen_core.pipeline import FinishedSteps, Trained, inference_variant, label_round, parse_inference_variant, prediction_differences, training_record
 
 
 class FakeModel:
@@ -91,6 +92,33 @@ def test_prediction_differences_count_what_differs_by_hand():
     a = [_verdict([(1, 0), (2, 1)], [1, 2, 3], 0.7), _verdict([(5, 0)], [5, 6], 0.4), _verdict([(9, 0)], [9], None)]
     b = [_verdict([(1, 0), (2, 1)], [1, 3, 2], 0.45), _verdict([(5, 1)], [5, 6], 0.41), _verdict([(9, 0)], [9], 0.9)]
     assert prediction_differences(a, b) == {"claims_compared": 3, "final_facts_differ": 1, "pool_differs": 1, "label_differs": 1, "max_prob_difference": 0.25}
+
+
+def test_inference_variant_names_parse_into_their_parts_and_bad_ones_are_refused():
+    assert parse_inference_variant("fp16-weights") == (torch.float16, False, None)
+    assert parse_inference_variant("tokens-65536+compile") == (None, True, 65536)
+    assert parse_inference_variant("fp16-weights+compile+tokens-512") == (torch.float16, True, 512)
+    for bad in ("fp32-weights", "tokens-", "tokens-100", "fp16-weights+", "compile+tokens-x"):
+        with pytest.raises(ValueError, match="fp16-weights, compile, tokens-N"):
+            parse_inference_variant(bad)
+
+
+def test_an_inference_variant_copies_the_models_and_sets_the_batches_leaving_the_originals_as_they_were():
+    from baleen_core.condensing import SequenceModel
+
+    models = {kind: SequenceModel.load(kind, default_backbone(), "cpu") for kind in ("stage1", "stage2", "reader")}
+    # the retriever and labels play no part in a variant: the test passes none
+    trained = Trained(None, None, models["stage1"], models["stage2"], models["reader"], [], 0.0, {})  # type: ignore[arg-type]
+    config = BaleenConfig()
+    varied, varied_config = inference_variant("fp16-weights+tokens-4096", trained, config)
+    for kind, model in models.items():
+        copy = getattr(varied, kind)
+        assert copy is not model and copy.kind == kind and copy.token_cache is model.token_cache
+        assert {p.dtype for p in copy.module.parameters()} == {torch.float16} and {p.dtype for p in model.module.parameters()} == {torch.float32}
+    assert varied_config.condenser.gpu_batch_tokens == varied_config.reader.gpu_batch_tokens == 4096
+    assert config.condenser.gpu_batch_tokens == 32_768 and varied_config.retriever == config.retriever
+    same, same_config = inference_variant("tokens-1024", trained, config)
+    assert same.stage1 is models["stage1"] and same_config.condenser.gpu_batch_tokens == 1024
 
 
 def test_a_label_round_in_memory_labels_and_counts_as_the_label_task():

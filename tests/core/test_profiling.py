@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from baleen_core.profiling import package_of, profile_call
+from baleen_core.profiling import busy_seconds, device_profile_call, package_of, profile_call, region
 
 
 def spin(n: int) -> int:
@@ -44,3 +44,32 @@ def test_package_of_files_and_builtins():
     assert package_of("~", "<built-in method time.perf_counter>") == "python"
     assert package_of("~", "<method 'disable' of '_lsprof.Profiler' objects>") == "python"
     assert package_of("/somewhere/else/script.py", "main") == "other"
+
+
+def test_device_profile_call_times_each_region_and_the_union_of_device_intervals():
+    a = torch.randn(256, 256)
+
+    def work():
+        with region("multiply"):
+            for _ in range(20):
+                a @ a
+        with region("spin"):
+            spin(200_000)
+        with region("multiply"):
+            a @ a
+        return "done"
+
+    result, profile = device_profile_call(work, torch.device("cpu"))
+    assert result == "done" and list(profile.regions) == ["multiply", "spin"]
+    assert profile.regions["multiply"].calls == 2 and profile.regions["spin"].calls == 1
+    # spans sit inside the call; a CPU has no device time and no kernels
+    assert 0 < sum(r.host_seconds for r in profile.regions.values()) <= profile.wall_seconds
+    assert profile.regions["spin"].host_seconds > 0.005 and profile.device_busy_seconds == 0 and profile.top_kernels == []
+    shown = profile.as_dict()
+    assert shown["regions"]["spin"]["calls"] == 1 and shown["host_outside_regions_seconds"] >= 0
+
+
+def test_busy_seconds_is_the_length_of_the_union_hand_worked():
+    # [0, 4] ∪ [2, 5] ∪ [7, 8] ∪ [7.5, 7.6]: 5 + 1
+    assert busy_seconds([(7, 8), (0, 4), (2, 5), (7.5, 7.6)]) == 6
+    assert busy_seconds([]) == 0

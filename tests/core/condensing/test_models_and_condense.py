@@ -71,6 +71,21 @@ def test_bfloat16_cpu_inference_scores_close_to_float32_but_not_bit_for_bit(back
         model.use_cpu_precision("float16")
 
 
+def test_an_inference_copy_in_half_precision_scores_close_to_its_model_and_leaves_it_as_it_was(backbone, film):
+    other = passage(2, "Oren Vask", "Oren Vask is a Danish director.", "He was born in Aarhus.")
+    queries = [Stage1Query("Glass Harbour was directed by a Dane", (), (film, other))]
+    model = SequenceModel.load("stage1", backbone, "cpu", head_seed=1)
+    exact = {s.sentence.key: s.score for s in condense_stage1(model, queries, CONDENSER)[0]}
+    halved = model.inference_copy(torch.bfloat16)
+    assert {p.dtype for p in halved.module.parameters()} == {torch.bfloat16} and {p.dtype for p in model.module.parameters()} == {torch.float32}
+    assert halved.token_cache is model.token_cache and "weights in bfloat16" in halved.source
+    copied = {s.sentence.key: s.score for s in condense_stage1(halved, queries, CONDENSER)[0]}
+    assert copied.keys() == exact.keys() and copied != exact  # the weights really were cast
+    assert all(abs(copied[k] - exact[k]) <= 2**-5 * max(1.0, abs(exact[k])) for k in exact)
+    # the model itself still scores in float32, bit for bit as before the copy
+    assert {s.sentence.key: s.score for s in condense_stage1(model, queries, CONDENSER)[0]} == exact
+
+
 def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path):
     def cpuinfo(flags: str):
         path = tmp_path / "cpuinfo"
@@ -328,6 +343,9 @@ def test_the_alignment_head_adds_how_well_the_facts_cover_the_claims_worst_token
     loaded = SequenceModel.load("reader", tmp_path / "reader", "cpu")
     assert loaded.module.scoring == "alignment"
     assert loaded.predict([window], 4)[0][0].tolist() == pytest.approx(got.tolist(), abs=1e-5)
+    # an inference copy in bfloat16 computes the cosines in float32 and reads them with its own weights
+    halved = model.inference_copy(torch.bfloat16).predict([window], 4)[0][0]
+    assert halved.tolist() != got.tolist() and halved.tolist() == pytest.approx(got.tolist(), abs=0.05)
 
 
 def test_a_swapped_name_is_the_claims_worst_covered_token(backbone):
