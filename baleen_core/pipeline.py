@@ -11,6 +11,7 @@ models on disk, so that a run cut off (the GPU machine's time limit) goes on whe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from baleen_core.condensing import SequenceModel, reader_facts
 from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
@@ -387,32 +389,49 @@ VARIANT_PARTS = {
     "fp16-weights": "stage 1, stage 2 and the reader predict with fp16 weights (SequenceModel.inference_copy) instead of fp32 ones under fp16 autocast",
     "compile": "their encoders under torch.compile (dynamic shapes); the variant's warm-up pays the compilation",
     "tokens-N": "their GPU batches filled to N padded tokens (condenser and reader gpu_batch_tokens)",
+    "no-cudnn-attention": "every encoder's attention (FLIPR's too) by PyTorch's flash, memory-efficient or math kernels, never cuDNN's (which plans anew for each new shape)",
 }
 
 
-def parse_inference_variant(name: str) -> tuple[torch.dtype | None, bool, int | None]:
-    """(weights' dtype, compile, batch tokens) of an inference variant's name (:data:`VARIANT_PARTS`)."""
-    dtype, compile_backbone, tokens = None, False, None
+@dataclass(frozen=True)
+class InferenceVariant:
+    """How a variant of the engine runs (:func:`parse_inference_variant`)."""
+
+    dtype: torch.dtype | None = None
+    compile_backbone: bool = False
+    batch_tokens: int | None = None
+    cudnn_attention: bool = True
+
+    def attention(self) -> contextlib.AbstractContextManager:
+        """Where the run's attention kernels may come from."""
+        if self.cudnn_attention:
+            return contextlib.nullcontext()
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+def parse_inference_variant(name: str) -> InferenceVariant:
+    """The inference variant a name says (its parts: :data:`VARIANT_PARTS`)."""
+    parts: dict = {}
     for part in name.split("+"):
         if part == "fp16-weights":
-            dtype = torch.float16
+            parts["dtype"] = torch.float16
         elif part == "compile":
-            compile_backbone = True
+            parts["compile_backbone"] = True
+        elif part == "no-cudnn-attention":
+            parts["cudnn_attention"] = False
         elif part.startswith("tokens-") and part.removeprefix("tokens-").isdigit() and int(part.removeprefix("tokens-")) >= 512:
-            tokens = int(part.removeprefix("tokens-"))
+            parts["batch_tokens"] = int(part.removeprefix("tokens-"))
         else:
-            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, tokens-N (N ≥ 512)")
-    return dtype, compile_backbone, tokens
+            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, no-cudnn-attention, tokens-N (N ≥ 512)")
+    return InferenceVariant(**parts)
 
 
-def inference_variant(name: str, trained: Trained, config: BaleenConfig) -> tuple[Trained, BaleenConfig]:
-    """``trained`` and ``config`` as the inference variant ``name`` runs them; the models given
-    are left as they are."""
-    dtype, compile_backbone, tokens = parse_inference_variant(name)
-    if dtype is not None or compile_backbone:
-        trained = replace(trained, **{m: getattr(trained, m).inference_copy(dtype, compile_backbone) for m in ("stage1", "stage2", "reader")})
-    if tokens is not None:
-        config = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": tokens}) for part in ("condenser", "reader")})
+def inference_variant(variant: InferenceVariant, trained: Trained, config: BaleenConfig) -> tuple[Trained, BaleenConfig]:
+    """``trained`` and ``config`` as ``variant`` runs them; the models given are left as they are."""
+    if variant.dtype is not None or variant.compile_backbone:
+        trained = replace(trained, **{m: getattr(trained, m).inference_copy(variant.dtype, variant.compile_backbone) for m in ("stage1", "stage2", "reader")})
+    if variant.batch_tokens is not None:
+        config = config.model_copy(update={part: getattr(config, part).model_copy(update={"gpu_batch_tokens": variant.batch_tokens}) for part in ("condenser", "reader")})
     return trained, config
 
 
@@ -475,12 +494,14 @@ def evaluate_pipeline(
         logger.info("engine device profile · %s: device busy %.1f%% of %.2f s; regions %s", main, 100 * device_profile.as_dict()["device_busy_share"], device_profile.wall_seconds, engine["device_profile"]["regions"])
     save(engine, quality)
     for name in variants:
-        variant_trained, variant_config = inference_variant(name, trained, config)
+        variant = parse_inference_variant(name)
+        variant_trained, variant_config = inference_variant(variant, trained, config)
         try:
             started = time.perf_counter()
-            run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev[: max(warmup_claims, 1)])
-            warmup_seconds = time.perf_counter() - started
-            verdicts, speed = run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev)
+            with variant.attention():
+                run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev[: max(warmup_claims, 1)])
+                warmup_seconds = time.perf_counter() - started
+                verdicts, speed = run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev)
             result = {"system": main, "warmup_seconds": round(warmup_seconds, 2), **speed, **prediction_differences(verdicts_of[main], verdicts)}
         except Exception as error:  # noqa: BLE001  (a variant that cannot run, e.g. no compiler for torch.compile, is a result; the rest still run)
             result = {"system": main, "error": f"{type(error).__name__}: {str(error)[:400]}"}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from baleen_core.config import BaleenConfig, LabelConfig, default_backbone
-from baleen_core.pipeline import FinishedSteps, Trained, inference_variant, label_round, parse_inference_variant, prediction_differences, training_record
+from baleen_core.pipeline import FinishedSteps, InferenceVariant, Trained, inference_variant, label_round, parse_inference_variant, prediction_differences, training_record
 
 
 class FakeModel:
@@ -95,11 +95,15 @@ def test_prediction_differences_count_what_differs_by_hand():
 
 
 def test_inference_variant_names_parse_into_their_parts_and_bad_ones_are_refused():
-    assert parse_inference_variant("fp16-weights") == (torch.float16, False, None)
-    assert parse_inference_variant("tokens-65536+compile") == (None, True, 65536)
-    assert parse_inference_variant("fp16-weights+compile+tokens-512") == (torch.float16, True, 512)
-    for bad in ("fp32-weights", "tokens-", "tokens-100", "fp16-weights+", "compile+tokens-x"):
-        with pytest.raises(ValueError, match="fp16-weights, compile, tokens-N"):
+    assert parse_inference_variant("fp16-weights") == InferenceVariant(torch.float16, False, None, True)
+    assert parse_inference_variant("tokens-65536+compile") == InferenceVariant(None, True, 65536, True)
+    assert parse_inference_variant("fp16-weights+compile+tokens-512+no-cudnn-attention") == InferenceVariant(torch.float16, True, 512, False)
+    with parse_inference_variant("no-cudnn-attention").attention():
+        assert not torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
+    with parse_inference_variant("fp16-weights").attention():
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+    for bad in ("fp32-weights", "tokens-", "tokens-100", "fp16-weights+", "compile+tokens-x", "no-cudnn"):
+        with pytest.raises(ValueError, match="fp16-weights, compile, no-cudnn-attention, tokens-N"):
             parse_inference_variant(bad)
 
 
@@ -110,14 +114,14 @@ def test_an_inference_variant_copies_the_models_and_sets_the_batches_leaving_the
     # the retriever and labels play no part in a variant: the test passes none
     trained = Trained(None, None, models["stage1"], models["stage2"], models["reader"], [], 0.0, {})  # type: ignore[arg-type]
     config = BaleenConfig()
-    varied, varied_config = inference_variant("fp16-weights+tokens-4096", trained, config)
+    varied, varied_config = inference_variant(parse_inference_variant("fp16-weights+tokens-4096"), trained, config)
     for kind, model in models.items():
         copy = getattr(varied, kind)
         assert copy is not model and copy.kind == kind and copy.token_cache is model.token_cache
         assert {p.dtype for p in copy.module.parameters()} == {torch.float16} and {p.dtype for p in model.module.parameters()} == {torch.float32}
     assert varied_config.condenser.gpu_batch_tokens == varied_config.reader.gpu_batch_tokens == 4096
     assert config.condenser.gpu_batch_tokens == 32_768 and varied_config.retriever == config.retriever
-    same, same_config = inference_variant("tokens-1024", trained, config)
+    same, same_config = inference_variant(parse_inference_variant("tokens-1024"), trained, config)
     assert same.stage1 is models["stage1"] and same_config.condenser.gpu_batch_tokens == 1024
 
 
