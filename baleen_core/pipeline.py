@@ -11,7 +11,6 @@ models on disk, so that a run cut off (the GPU machine's time limit) goes on whe
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -26,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from baleen_core.condensing import SequenceModel, reader_facts
 from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
@@ -389,7 +387,6 @@ VARIANT_PARTS = {
     "fp16-weights": "stage 1, stage 2 and the reader predict with fp16 weights (SequenceModel.inference_copy) instead of fp32 ones under fp16 autocast",
     "compile": "their encoders under torch.compile (dynamic shapes); the variant's warm-up pays the compilation",
     "tokens-N": "their GPU batches filled to N padded tokens (condenser and reader gpu_batch_tokens)",
-    "no-cudnn-attention": "every encoder's attention (FLIPR's too) by PyTorch's flash, memory-efficient or math kernels, never cuDNN's (which plans anew for each new shape)",
 }
 
 
@@ -400,13 +397,6 @@ class InferenceVariant:
     dtype: torch.dtype | None = None
     compile_backbone: bool = False
     batch_tokens: int | None = None
-    cudnn_attention: bool = True
-
-    def attention(self) -> contextlib.AbstractContextManager:
-        """Where the run's attention kernels may come from."""
-        if self.cudnn_attention:
-            return contextlib.nullcontext()
-        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def parse_inference_variant(name: str) -> InferenceVariant:
@@ -417,12 +407,10 @@ def parse_inference_variant(name: str) -> InferenceVariant:
             parts["dtype"] = torch.float16
         elif part == "compile":
             parts["compile_backbone"] = True
-        elif part == "no-cudnn-attention":
-            parts["cudnn_attention"] = False
         elif part.startswith("tokens-") and part.removeprefix("tokens-").isdigit() and int(part.removeprefix("tokens-")) >= 512:
             parts["batch_tokens"] = int(part.removeprefix("tokens-"))
         else:
-            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, no-cudnn-attention, tokens-N (N ≥ 512)")
+            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, tokens-N (N ≥ 512)")
     return InferenceVariant(**parts)
 
 
@@ -498,10 +486,9 @@ def evaluate_pipeline(
         variant_trained, variant_config = inference_variant(variant, trained, config)
         try:
             started = time.perf_counter()
-            with variant.attention():
-                run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev[: max(warmup_claims, 1)])
-                warmup_seconds = time.perf_counter() - started
-                verdicts, speed = run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev)
+            run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev[: max(warmup_claims, 1)])
+            warmup_seconds = time.perf_counter() - started
+            verdicts, speed = run_system(main, retrievers[main](), variant_trained, variant_config, claims, corpus, dev)
             result = {"system": main, "warmup_seconds": round(warmup_seconds, 2), **speed, **prediction_differences(verdicts_of[main], verdicts)}
         except Exception as error:  # noqa: BLE001  (a variant that cannot run, e.g. no compiler for torch.compile, is a result; the rest still run)
             result = {"system": main, "error": f"{type(error).__name__}: {str(error)[:400]}"}

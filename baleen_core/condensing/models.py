@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, TokenCache, Window, pad_windows
 from baleen_core.config import CondenserConfig, ReaderConfig
-from baleen_core.retrieval.modeling import batch_limits, length_batches, load_pretrained, resolve_device, training_chunk_tokens
+from baleen_core.retrieval.modeling import batch_limits, engine_attention, length_batches, load_pretrained, resolve_device, training_chunk_tokens
 
 Kind = Literal["stage1", "stage2", "reader"]
 #: How a head scores: from the marker in front of each item ([CLS] for the reader), from
@@ -339,7 +339,7 @@ class SequenceModel:
             autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bfloat16)
         parts = []
         for start, end in length_batches(lengths[order], items, max_tokens):
-            with autocast:
+            with autocast, engine_attention(self.device):
                 parts.append(self.logits([windows[i] for i in order[start:end]]))
         if not parts:
             return []

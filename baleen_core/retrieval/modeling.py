@@ -7,6 +7,7 @@ system talks to: ``encode_queries`` and ``encode_passages`` return token embeddi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import AutoModel, AutoTokenizer
 
 from baleen_core.config import RetrieverConfig
@@ -145,7 +147,7 @@ class Flipr:
         """Query token embeddings ``[B, L, dim]`` (float32, on the model's device) and the batch,
         whose ``score_mask`` says which positions may count."""
         batch = self.tokenizer.queries(claims, contexts).to(self.device)
-        with self._autocast():
+        with self._autocast(), engine_attention(self.device):
             embs = self.encoder(batch.input_ids, batch.attention_mask)
         return embs.float(), batch
 
@@ -246,6 +248,18 @@ def length_batches(sorted_lengths: np.ndarray, batch_size: int, max_tokens: int 
         batches.append((start, min(start + size, n)))
         start += size
     return batches
+
+
+def engine_attention(device: torch.device) -> contextlib.AbstractContextManager:
+    """Where the engine's forward passes take their attention kernels: on a GPU, PyTorch's own
+    flash, memory-efficient or math kernels, never cuDNN's; elsewhere as PyTorch chooses. cuDNN
+    plans each new (batch, length) shape on the host, and the engine's length-sorted batches seldom
+    repeat one: on an H200 the host waited 0.81 s of 3.0 s in attention while the GPU was idle 74%
+    of the time, and without cuDNN's kernels the full system verified 2.5 times as many claims a
+    second (docs/engine.md, benchmarks/results/gpu-attention.json)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def batch_limits(device: torch.device, batch_size: int, gpu_batch_tokens: int | None) -> tuple[int, int | None]:

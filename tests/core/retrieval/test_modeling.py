@@ -8,7 +8,7 @@ import torch
 
 from baleen_core.config import RetrieverConfig
 from baleen_core.retrieval import Flipr, passage_text
-from baleen_core.retrieval.modeling import batch_limits, length_batches
+from baleen_core.retrieval.modeling import batch_limits, engine_attention, length_batches
 
 
 def test_passage_embeddings_are_unit_vectors_in_input_order(flipr, passages):
@@ -50,6 +50,16 @@ def test_token_budgets_apply_on_a_gpu_only():
     assert batch_limits(torch.device("cuda"), 32, 4096) == (4096, 4096)  # as many items as fill 4096 positions
     assert batch_limits(torch.device("cuda"), 32, None) == (32, None)
     assert batch_limits(torch.device("cpu"), 32, 4096) == (32, None)
+
+
+def test_the_engine_takes_no_cudnn_attention_on_a_gpu_and_changes_nothing_elsewhere():
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    with engine_attention(torch.device("cuda")):  # sets which kernels may run; needs no GPU to say so
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    with engine_attention(torch.device("cpu")):
+        assert torch.backends.cuda.cudnn_sdp_enabled()
 
 
 def test_queries_with_context_have_context_positions(flipr):
