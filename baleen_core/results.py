@@ -77,15 +77,15 @@ def paired_results(main: Sequence[Mapping], other: Sequence[Mapping], samples: i
 
 def pooled_claim_rows(packs: Sequence[Sequence[Mapping]]) -> list[Mapping]:
     """One system's ``claim_metrics`` rows from several held-out packs as one set of claims, so that
-    :func:`paired_results` pairs and resamples over all of them. The packs must not share a claim:
-    one claim counted twice would narrow every interval it enters."""
+    :func:`paired_results` pairs and resamples over all of them. A claim held out in several packs
+    (each pack is drawn from all training claims with its own seed, so packs can overlap) counts
+    once, from the first pack that holds it: counted twice it would narrow every interval it
+    enters. Every system's packs hold the same claims, so every system keeps the same rows."""
     pooled, seen = [], set()
     for rows in packs:
-        uids = {r["uid"] for r in rows}
-        if shared := uids & seen:
-            raise ValueError(f"the packs share {len(shared)} claim(s) (e.g. {sorted(shared)[0]}); pool only disjoint held-out packs")
-        seen |= uids
-        pooled.extend(rows)
+        kept = [r for r in rows if r["uid"] not in seen]
+        seen |= {r["uid"] for r in rows}
+        pooled.extend(kept)
     return pooled
 
 

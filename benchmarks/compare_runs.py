@@ -13,9 +13,10 @@ The results file says which claims these are (held-out training claims or dev), 
 evaluation recorded it in its work folder; ``--split`` is needed only for runs evaluated before
 that was recorded, and may not contradict it.
 
-A name given more than once pools its runs: one ``--run`` per held-out pack for each setting (the
-packs' claims must be disjoint), so that the pairs and their intervals cover the claims of every
-pack (docs/benchmarks.md "Judging the next levers on two packs").
+A name given more than once pools its runs: one ``--run`` per held-out pack for each setting, in
+the same pack order for every name, so that the pairs and their intervals cover the claims of every
+pack; a claim held out in two packs counts once, from the first (docs/benchmarks.md "Judging the
+next levers on two packs").
 
     python benchmarks/compare_runs.py --run NEW PACK1_NEW --run NEW PACK2_NEW --run OLD PACK1_OLD
         --run OLD PACK2_OLD --out benchmarks/results/NAME.json
@@ -92,12 +93,17 @@ def main() -> None:
             "training": None if run_id else (yaml.safe_load((work / "training.yaml").read_text()) or {}).get("training"),
             "training_wall": json.loads(wall.read_text()) if wall.is_file() and not run_id else None,
         })
-    try:
-        rows = {name: pooled_claim_rows(pack_rows[name]) for name in names}
-    except ValueError as err:
-        sys.exit(str(err))
+    for name in names[1:]:  # pack i of every name holds the same claims, so every name pools the same rows
+        for i, (mine, first) in enumerate(zip(pack_rows[name], pack_rows[names[0]], strict=True)):
+            if {r["uid"] for r in mine} != {r["uid"] for r in first}:
+                sys.exit(f"{name}'s run {i + 1} evaluated other claims than {names[0]}'s run {i + 1}: give each name's runs in the same pack order")
+    rows = {name: pooled_claim_rows(pack_rows[name]) for name in names}
+    shared = sum(len(pack) for pack in pack_rows[names[0]]) - len(rows[names[0]])
     budgets = {name: done[0] if len(done) == 1 else done for name, done in pack_budgets.items()}
     document = results_document(rows, {}, split, None, budgets={"system": args.system, "runs": budgets}, main=names[0])
+    if packs[names[0]] > 1:  # a claim held out in two packs counts once, from the first (pooled_claim_rows)
+        document["pooled"] = {"packs": packs[names[0]], "claims": len(rows[names[0]]), "shared_claims_counted_once": shared}
+        print(f"{packs[names[0]]} packs pooled: {len(rows[names[0]])} claims, {shared} held out in more than one pack counted once (from the first)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))

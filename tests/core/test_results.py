@@ -66,8 +66,16 @@ def test_two_packs_pooled_pair_and_resample_over_every_claim_of_both():
     assert [r["uid"] for r in lever] == ["p1-a", "p1-b", "p2-a"]
     paired = paired_results(lever, base, samples=200)
     assert paired["all"]["passage_f1"]["mean"] == pytest.approx(0.25 / 3) and paired["2"]["passage_f1"]["mean"] == pytest.approx(0.125)
-    with pytest.raises(ValueError, match="share 1 claim"):  # one claim in both packs would count twice
-        pooled_claim_rows([[_row("p1-a", 2, 1.0)], [_row("p1-a", 2, 1.0), _row("p2-a", 2, 0.5)]])
+
+
+
+def test_a_claim_held_out_in_two_packs_counts_once_from_the_first():
+    """p1-a is in both packs; pack 2's p1-a (F1 0.0) is left out, so the lever's gain on it in
+    pack 1 (1.0 against 0.5) counts once: (0.5 + 0.25) / 2 over p1-a and p2-b, not over three rows."""
+    lever = pooled_claim_rows([[_row("p1-a", 2, 1.0)], [_row("p1-a", 2, 0.0), _row("p2-b", 3, 0.75)]])
+    base = pooled_claim_rows([[_row("p1-a", 2, 0.5)], [_row("p1-a", 2, 0.5), _row("p2-b", 3, 0.5)]])
+    assert [(r["uid"], r["passage_f1"]) for r in lever] == [("p1-a", 1.0), ("p2-b", 0.75)]
+    assert paired_results(lever, base, samples=200)["all"]["passage_f1"]["mean"] == pytest.approx((0.5 + 0.25) / 2)
 
 
 def test_majority_class_ignores_unlabelled_claims():
