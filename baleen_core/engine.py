@@ -223,7 +223,7 @@ def verify_claims_at_thresholds(
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            stage2_read = list(zip(result.candidates, result.scores, strict=True))
+            stage2_read = result.scored
             traces[r].append(HopTrace(hop, list(read[q]), new, kept, list(result.evidence), added, stage2_read))
         for r in active:
             context[r] = traces[r][-1].kept

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from baleen_core.condensing import SequenceModel, reader_facts
-from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
+from baleen_core.condensing import SequenceModel
+from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
 from baleen_core.config import BaleenConfig, LabelConfig, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
@@ -245,10 +245,7 @@ def train_condensers_and_reader(
         calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[threshold_trial_row(t) for t in trials])
         calibration["evidence_floors"] = json_floors(floors)
         logger.info("context threshold and evidence floors: %s", calibration)
-        if reader_config.last_read_facts is None:
-            final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in evidence_at_floors(reads, floors, condenser).items()}
-        else:  # what the reader reads in the engine too
-            final = {uid: tuple(s.fact for s, _ in reader_facts([], read.scored, reader_config.last_read_facts)) for uid, read in reads.items()}
+        final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in reader_facts_at_floors(reads, floors, condenser, reader_config.last_read_facts).items()}
         gold = {
             uid: ReaderClaim(uid, claims.rows[uid]["claim"], claims.rows[uid]["label"], tuple(corpus.fact(pid, sid) for pid, sid in sorted(claims.gold[uid])))
             for uid in claims.uids("train", config.labels.max_claims)

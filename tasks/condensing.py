@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from prefect import task
 
-from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, reader_facts
-from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, evidence_at_floors, floor_trial_row, threshold_trial_row
+from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
+from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
 from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
@@ -326,12 +326,9 @@ def read_reader_claims(
     evidence, re-cut at ``evidence_floors`` when given; with ``last_read_facts`` N, the best N
     facts of its last stage-2 read instead: :func:`~baleen_core.condensing.reader_facts`) and its
     gold facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
-    if last_read_facts is not None:
-        reads = last_reads_of(store, engine_facts, claims)
-        last = {uid: [fact.key for fact, _ in reader_facts([], read.scored, last_read_facts)] for uid, read in reads.items()}
-    elif evidence_floors:
-        recut = evidence_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors), condenser)
-        last = {uid: [fact.key for fact, _ in facts] for uid, facts in recut.items()}
+    if last_read_facts is not None or evidence_floors:
+        read = reader_facts_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors or {}), condenser, last_read_facts)
+        last = {uid: [fact.key for fact, _ in facts] for uid, facts in read.items()}
     else:
         last = final_facts_of(store, engine_facts)
     texts = passages_by_pid(store, passages, sentences, {pid for facts in last.values() for pid, _ in facts})

@@ -20,7 +20,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from baleen_core.condensing.condense import hop_evidence
+from baleen_core.condensing.condense import hop_evidence, reader_facts
 from baleen_core.condensing.layouts import Sentence
 from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig, json_floor
 from baleen_core.metrics import set_prf
@@ -137,3 +137,14 @@ def evidence_at_floors(reads: Mapping[str, LastRead], floors: Mapping[int, float
     """Each claim's evidence at its hop count's floor (0, the reference's, where none is given):
     the final facts the engine would have ended with had it run with ``floors``."""
     return {uid: recut_evidence(read, floors.get(read.hops, 0.0), condenser) for uid, read in reads.items()}
+
+
+def reader_facts_at_floors(
+    reads: Mapping[str, LastRead], floors: Mapping[int, float], condenser: CondenserConfig, last_read_facts: int | None
+) -> dict[str, list[tuple[Sentence, float]]]:
+    """What the reader reads of each claim, as the engine would hand it had it run with ``floors``:
+    its evidence (:func:`evidence_at_floors`), or, with ``last_read_facts`` N (``reader.last_read_facts``),
+    the best N facts of its last stage-2 read (:func:`~baleen_core.condensing.reader_facts`)."""
+    if last_read_facts is None:
+        return evidence_at_floors(reads, floors, condenser)
+    return {uid: reader_facts([], read.scored, last_read_facts) for uid, read in reads.items()}

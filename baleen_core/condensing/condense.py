@@ -124,6 +124,11 @@ class CondensedHop:
     kept: list[tuple[Sentence, float]]  # the next hop's context (kept_facts), best first
     evidence: list[tuple[Sentence, float]]  # the claim's evidence if this is its last hop (hop_evidence), best first
 
+    @property
+    def scored(self) -> list[tuple[Sentence, float]]:
+        """Each fact stage 2 read with its score, in reading order."""
+        return list(zip(self.candidates, self.scores, strict=True))
+
 
 def condense_hop(
     stage1: SequenceModel,

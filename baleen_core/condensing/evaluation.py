@@ -61,7 +61,7 @@ def evaluate_on_gold_passages(
     if reader is not None:
         gold_facts = [[s.fact for p in c.passages for s in p.sentences if s.key in c.gold] for c in claims]
         from_gold = read_verdicts(reader, [c.claim for c in claims], gold_facts, reader_config)
-        read = [reader_facts(h.evidence, list(zip(h.candidates, h.scores, strict=True)), reader_config.last_read_facts) for h in hops]
+        read = [reader_facts(h.evidence, h.scored, reader_config.last_read_facts) for h in hops]
         from_final = read_verdicts(reader, [c.claim for c in claims], [[s.fact for s, _ in facts] for facts in read], reader_config)
         for row, p_gold, p_final in zip(rows, from_gold, from_final, strict=True):
             truth = row["label"]

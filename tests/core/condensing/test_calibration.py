@@ -16,6 +16,7 @@ from baleen_core.condensing.calibration import (
     evidence_at_floor,
     evidence_at_floors,
     floor_trial_row,
+    reader_facts_at_floors,
     threshold_trial,
     threshold_trial_row,
 )
@@ -93,6 +94,17 @@ def test_evidence_at_floors_uses_each_claims_hop_count_and_0_where_none_is_given
         "a": [(1, 0), (2, 0)],  # 2 hops: no floor given, the reference's 0 (the second best and above)
         "b": [(4, 0), (5, 0), (6, 0)],  # 3 hops at -1: -0.5 joins
         "c": [(8, 0), (9, 0)],  # 4 hops at inf: exactly the best 2, though 0.2 is above 0
+    }
+
+
+def test_the_reader_reads_the_evidence_at_the_floors_or_the_best_of_each_last_read():
+    reads = {"a": _read(2, [1, 2, 3], [-0.8, 1.0, -0.5]), "b": _read(3, [4, 5, 6, 7], [0.5, -1.5, 2.0, -0.5])}
+    condenser = CondenserConfig()
+    assert reader_facts_at_floors(reads, {3: -1.0}, condenser, None) == evidence_at_floors(reads, {3: -1.0}, condenser)
+    best = reader_facts_at_floors(reads, {3: -1.0}, condenser, 3)  # the floors play no part: the best 3 read, best first
+    assert {uid: [(s.key, score) for s, score in facts] for uid, facts in best.items()} == {
+        "a": [((2, 0), 1.0), ((3, 0), -0.5), ((1, 0), -0.8)],
+        "b": [((6, 0), 2.0), ((4, 0), 0.5), ((7, 0), -0.5)],
     }
 
 
