@@ -364,16 +364,19 @@ def run_system(system: str, retriever, trained: Trained, config: BaleenConfig, c
 
 def prediction_differences(verdicts: Sequence[Verdict], others: Sequence[Verdict]) -> dict:
     """How far two runs over the same claims disagree: claims whose final facts, Retrieval@depth
-    pool or predicted label differ, and the largest difference in P(SUPPORTED)."""
+    pool (in order, and as a set of passages) or predicted label differ, and the largest
+    difference in P(SUPPORTED)."""
     pairs = list(zip(verdicts, others, strict=True))
     facts = sum([s.key for s, _ in a.facts] != [s.key for s, _ in b.facts] for a, b in pairs)
     pools = sum(a.pool != b.pool for a, b in pairs)
+    pool_members = sum(set(a.pool) != set(b.pool) for a, b in pairs)  # not the order: which passages
     probs = [(a.prob_supported, b.prob_supported) for a, b in pairs if a.prob_supported is not None and b.prob_supported is not None]
     labels = sum((x >= 0.5) != (y >= 0.5) for x, y in probs)
     return {
         "claims_compared": len(pairs),
         "final_facts_differ": facts,
         "pool_differs": pools,
+        "pool_members_differ": pool_members,
         "label_differs": labels,
         "max_prob_difference": round(max((abs(x - y) for x, y in probs), default=0.0), 6),
     }

@@ -91,7 +91,9 @@ def _verdict(facts, pool, prob):
 def test_prediction_differences_count_what_differs_by_hand():
     a = [_verdict([(1, 0), (2, 1)], [1, 2, 3], 0.7), _verdict([(5, 0)], [5, 6], 0.4), _verdict([(9, 0)], [9], None)]
     b = [_verdict([(1, 0), (2, 1)], [1, 3, 2], 0.45), _verdict([(5, 1)], [5, 6], 0.41), _verdict([(9, 0)], [9], 0.9)]
-    assert prediction_differences(a, b) == {"claims_compared": 3, "final_facts_differ": 1, "pool_differs": 1, "label_differs": 1, "max_prob_difference": 0.25}
+    assert prediction_differences(a, b) == {"claims_compared": 3, "final_facts_differ": 1, "pool_differs": 1, "pool_members_differ": 0, "label_differs": 1, "max_prob_difference": 0.25}
+    c = [_verdict([(1, 0), (2, 1)], [1, 2, 4], 0.7), *a[1:]]  # another passage, not only another order
+    assert prediction_differences(a, c)["pool_members_differ"] == 1 and prediction_differences(a, c)["pool_differs"] == 1
 
 
 def test_inference_variant_names_parse_into_their_parts_and_bad_ones_are_refused():
