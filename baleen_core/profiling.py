@@ -161,12 +161,12 @@ def device_profile_call(call: Callable[[], T], device: torch.device, top: int = 
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    started = time.perf_counter()
     with torch.profiler.profile(activities=activities) as profiler:
+        started = time.perf_counter()  # inside: the profiler's own start and stop (a second or so) are not the call's
         result = call()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-    wall = time.perf_counter() - started
+        wall = time.perf_counter() - started
     regions: dict[str, list[float]] = {}
     intervals: list[tuple[float, float]] = []
     kernels: dict[str, list[float]] = {}

@@ -254,7 +254,7 @@ def engine_attention(device: torch.device) -> contextlib.AbstractContextManager:
     """Where the engine's forward passes take their attention kernels: on a GPU, PyTorch's own
     flash, memory-efficient or math kernels, never cuDNN's; elsewhere as PyTorch chooses. cuDNN
     plans each new (batch, length) shape on the host, and the engine's length-sorted batches seldom
-    repeat one: on an H200 the host waited 0.81 s of 3.0 s in attention while the GPU was idle 74%
+    repeat one: on an H200 the host spent 0.81 s of 3.0 s in attention while the GPU was idle 60%
     of the time, and without cuDNN's kernels the full system verified 2.5 times as many claims a
     second (docs/engine.md, benchmarks/results/gpu-attention.json)."""
     if device.type != "cuda":

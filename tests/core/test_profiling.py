@@ -69,6 +69,16 @@ def test_device_profile_call_times_each_region_and_the_union_of_device_intervals
     assert shown["regions"]["spin"]["calls"] == 1 and shown["host_outside_regions_seconds"] >= 0
 
 
+def test_the_wall_time_is_the_calls_not_the_profilers_start_and_stop():
+    def work():
+        with region("all"):
+            spin(100_000)
+
+    _, profile = device_profile_call(work, torch.device("cpu"))
+    # the profiler's own start and stop take far longer than this call (a second against ms here)
+    assert profile.regions["all"].host_seconds >= 0.9 * profile.wall_seconds
+
+
 def test_busy_seconds_is_the_length_of_the_union_hand_worked():
     # [0, 4] ∪ [2, 5] ∪ [7, 8] ∪ [7.5, 7.6]: 5 + 1
     assert busy_seconds([(7, 8), (0, 4), (2, 5), (7.5, 7.6)]) == 6
