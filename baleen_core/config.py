@@ -353,6 +353,13 @@ class ReaderTrainingConfig(OptimizerConfig):
         description="Where the reader's encoder starts: the backbone (reader.checkpoint when set), or the encoder of the trained stage 2 "
         "of the same round, which has learned to read a claim against its facts; the reader's own head starts fresh either way.",
     )
+    contrast_margin: float | None = Field(
+        default=None,
+        gt=0,
+        description="Contrast pairs: training examples with the same facts and opposite labels (HoVer's edited claims beside the claims "
+        "they were edited from) are batched together, and the SUPPORTED one's margin (its SUPPORTED minus its NOT_SUPPORTED logit) "
+        "must exceed its twin's by this much: a hinge added to the cross-entropy. None: off, every example on its own.",
+    )
 
 
 class ThresholdCalibrationConfig(_Strict):

@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-augment swap,drop,shuffle]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -92,6 +92,10 @@ def main() -> None:
     parser.add_argument(
         "--reader-augment", default=None, type=lambda text: [kind for kind in text.split(",") if kind],
         help="training.reader.augment: comma-separated reader rewrites of swap, drop, shuffle (default: none)",
+    )
+    parser.add_argument(
+        "--reader-contrast-margin", type=float, default=None,
+        help="training.reader.contrast_margin: contrast pairs (same facts, opposite labels) batched together with this margin (default: off)",
     )
     parser.add_argument("--systems", default="baleen,bm25-multihop,single-hop", help="systems the evaluation will run (colbert-full among them trains a second FLIPR)")
     # 4 for stage 1, not 1: on the 159 held-out training claims the full system's
@@ -175,6 +179,8 @@ def main() -> None:
         settings["training"]["reader"]["start"] = args.reader_start
     if args.reader_augment:
         settings["training"]["reader"]["augment"] = args.reader_augment
+    if args.reader_contrast_margin is not None:
+        settings["training"]["reader"]["contrast_margin"] = args.reader_contrast_margin
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if native_bfloat16:

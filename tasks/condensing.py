@@ -236,9 +236,9 @@ def reader_settings(reader: ReaderConfig) -> dict:
 
 
 def reader_training_params(config: ReaderTrainingConfig) -> dict:
-    """The reader's recorded training settings; ``start`` and ``cpu_precision`` only when set, so
-    that stores made before they existed keep their reader."""
-    return fingerprint_params(config, added_later=[*OPTIMIZER_FIELDS_ADDED_LATER, "start"])
+    """The reader's recorded training settings; ``start``, ``cpu_precision`` and
+    ``contrast_margin`` only when set, so that stores made before they existed keep their reader."""
+    return fingerprint_params(config, added_later=[*OPTIMIZER_FIELDS_ADDED_LATER, "start", "contrast_margin"])
 
 
 def reader_start(reader: ReaderConfig, config: ReaderTrainingConfig, stage2: ArtifactRef | None) -> tuple[str, dict[str, str]]:

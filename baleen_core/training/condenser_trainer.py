@@ -295,10 +295,44 @@ def reader_examples(claims: Sequence[ReaderClaim], inputs: str) -> list[ReaderEx
     return examples
 
 
-def reader_loss(model: SequenceModel, batch: Sequence[ReaderExample], reader: ReaderConfig) -> torch.Tensor:
+def reader_loss(
+    model: SequenceModel, batch: Sequence[ReaderExample], reader: ReaderConfig, margin: float | None = None, twin_of: Mapping[ReaderExample, ReaderExample] | None = None
+) -> torch.Tensor:
+    """Cross-entropy over ``batch``; with ``margin``, plus the mean hinge
+    ``max(0, margin - (m(S) - m(NS)))`` over the contrast pairs (``twin_of``: each SUPPORTED
+    example's NOT_SUPPORTED twin, :func:`contrast_pairs`) whose two examples are both in the batch,
+    where ``m`` is an example's SUPPORTED logit minus its NOT_SUPPORTED logit."""
     ids = model.token_cache([t for e in batch for t in (e.claim, *e.facts)])
     windows = [reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen, ids) for e in batch]
-    return F.cross_entropy(model.training_logits(windows), torch.tensor([e.label for e in batch], device=model.device))
+    logits = model.training_logits(windows)
+    loss = F.cross_entropy(logits, torch.tensor([e.label for e in batch], device=model.device))
+    if margin is None or not twin_of:
+        return loss
+    position = {e: i for i, e in reversed(list(enumerate(batch)))}  # an example's first place in the batch
+    pairs = [(i, position[twin_of[e]]) for i, e in enumerate(batch) if e in twin_of and twin_of[e] in position]
+    if not pairs:
+        return loss
+    supported, unsupported = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
+    margins = logits[:, supported] - logits[:, unsupported]
+    first, second = (torch.tensor(side, device=model.device) for side in zip(*pairs, strict=True))
+    return loss + F.relu(margin - (margins[first] - margins[second])).mean()
+
+
+def contrast_pairs(examples: Sequence[ReaderExample]) -> list[tuple[int, int]]:
+    """(SUPPORTED, NOT_SUPPORTED) index pairs of ``examples`` that read the same facts: HoVer's
+    edited claims beside the claims they were edited from, where only the claim decides the label.
+    Within one set of facts the SUPPORTED and the NOT_SUPPORTED examples are paired in uid order,
+    each example in at most one pair."""
+    supported, unsupported = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
+    by_facts: dict[tuple[str, ...], dict[int, list[int]]] = {}
+    for i, e in enumerate(examples):
+        if e.facts and e.label in (supported, unsupported):
+            by_facts.setdefault(e.facts, {supported: [], unsupported: []})[e.label].append(i)
+    pairs = []
+    for groups in by_facts.values():
+        ordered = [sorted(groups[label], key=lambda i: (examples[i].uid, i)) for label in (supported, unsupported)]
+        pairs.extend(zip(*ordered))  # the shorter side decides how many
+    return sorted(pairs)
 
 
 # ---- training ---------------------------------------------------------------------------------
@@ -311,4 +345,13 @@ def train_stage2(model: SequenceModel, train: Sequence[Stage2Example], validatio
 
 
 def train_reader(model: SequenceModel, train: Sequence[ReaderExample], validation: Sequence[ReaderExample], reader: ReaderConfig, config: ReaderTrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
-    return train_epochs(model, train, lambda batch: reader_loss(model, batch, reader), config, work_dir, on_step, validation)
+    """The reader on ``train``; with ``config.contrast_margin``, each contrast pair of ``train``
+    (:func:`contrast_pairs`) is shuffled as one unit and adds its hinge to the loss."""
+    if config.contrast_margin is None:
+        return train_epochs(model, train, lambda batch: reader_loss(model, batch, reader), config, work_dir, on_step, validation)
+    pairs = contrast_pairs(train)
+    paired = {i for pair in pairs for i in pair}
+    units = [list(pair) for pair in pairs] + [[i] for i in range(len(train)) if i not in paired]
+    twin_of = {train[s]: train[u] for s, u in pairs}
+    loss = lambda batch: reader_loss(model, batch, reader, config.contrast_margin, twin_of)  # noqa: E731
+    return train_epochs(model, train, loss, config, work_dir, on_step, validation, units=units)

@@ -128,12 +128,16 @@ def train_epochs(
     validation: Sequence[Example] = (),
     validate_every: int = 50,
     min_batch: int = 1,
+    units: Sequence[Sequence[int]] | None = None,
 ) -> tuple[Path, list[dict]]:
     """Train ``model`` in place; returns the last epoch's checkpoint directory and every step's
     metrics, including those of epochs finished before a resume. Batches smaller than
-    ``min_batch`` are skipped (FLIPR needs two queries for in-batch negatives)."""
+    ``min_batch`` are skipped (FLIPR needs two queries for in-batch negatives). ``units``: groups
+    of example indices that are shuffled as one and so stay next to each other (:func:`epoch_order`)."""
     if not examples:
         raise ValueError("no training examples: check that the hop labels and claims artifacts are not empty")
+    if units is not None and sorted(i for unit in units for i in unit) != list(range(len(examples))):
+        raise ValueError("the training units must hold every example index exactly once")
     work_dir.mkdir(parents=True, exist_ok=True)
     module, device = model.module, model.device
     head_ids = {id(p) for p in model.head_parameters()}
@@ -170,8 +174,7 @@ def train_epochs(
         step = len(history)
         last = work_dir
         for epoch in range(start_epoch, config.epochs):
-            order = list(range(len(examples)))
-            random.Random(config.seed + epoch).shuffle(order)
+            order = epoch_order(len(examples), units, config.seed + epoch)
             starts = list(range(0, len(order), config.batch_size))
             for i, start in enumerate(starts):
                 batch = [examples[j] for j in order[start : start + config.batch_size]]
@@ -192,6 +195,19 @@ def train_epochs(
             last = _save(model, optimizer, scheduler, scaler, epoch, history, work_dir)
     module.eval()
     return last, history
+
+
+def epoch_order(n: int, units: Sequence[Sequence[int]] | None, seed: int) -> list[int]:
+    """The order of ``n`` examples in one epoch: shuffled by ``seed``; with ``units``, the units are
+    shuffled and each keeps its examples together, in its own order (a unit can still be cut by a
+    batch boundary)."""
+    if units is None:
+        order = list(range(n))
+        random.Random(seed).shuffle(order)
+        return order
+    shuffled = [list(unit) for unit in units]
+    random.Random(seed).shuffle(shuffled)
+    return [i for unit in shuffled for i in unit]
 
 
 def optimizer_step(loss: torch.Tensor, module: nn.Module, optimizer, scheduler, scaler: torch.amp.GradScaler, grad_clip: float) -> bool:

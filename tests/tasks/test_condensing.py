@@ -56,8 +56,10 @@ def test_a_reader_from_stage2_is_a_reader_of_its_own_and_the_default_keeps_store
     assert reader_start(reader, from_stage2, SimpleNamespace(fingerprint="S2b"))[0] != reader_start(reader, from_stage2, stage2)[0]
     with pytest.raises(ValueError, match="needs the trained stage 2"):
         reader_start(reader, from_stage2, None)
-    assert reader_training_params(default) == {k: v for k, v in default.model_dump(mode="json").items() if k not in {"start", "cpu_precision"}}
+    assert reader_training_params(default) == {k: v for k, v in default.model_dump(mode="json").items() if k not in {"start", "cpu_precision", "contrast_margin"}}
     assert reader_training_params(from_stage2)["start"] == "stage2"
+    assert "contrast_margin" not in reader_training_params(default)  # stores' readers keep their fingerprints
+    assert reader_training_params(default.model_copy(update={"contrast_margin": 1.0}))["contrast_margin"] == 1.0
 
 
 def test_a_model_trained_in_bf16_is_a_model_of_its_own_and_float32_keeps_stores_models():

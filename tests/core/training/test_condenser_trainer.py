@@ -15,8 +15,10 @@ from baleen_core.training.condenser_trainer import (
     ReaderClaim,
     ReaderExample,
     Stage2Example,
+    contrast_pairs,
     contrastive_ce,
     reader_examples,
+    reader_loss,
     stage1_examples,
     stage2_examples,
     stage2_ranked_hops,
@@ -24,6 +26,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage1,
     train_stage2,
 )
+from baleen_core.condensing.layouts import reader_window
 from helpers import passage
 
 COLOURS = ["red", "green", "blue", "amber", "violet", "silver", "coral", "olive", "ochre", "teal", "plum", "rust"]
@@ -167,6 +170,48 @@ def test_stage2_learns_to_keep_gold_facts(tmp_path):
     assert [h["val_loss"] is not None for h in history].count(True) >= 4  # one per epoch at least
     top1, margin = top1_and_margin()
     assert top1 >= 0.9 and margin > margin_before + 1.0, (top1, margin, margin_before)
+
+
+def test_contrast_pairs_pair_opposite_labels_that_read_the_same_facts_hand_worked():
+    a, b = ("A | one.", "B | two."), ("C | three.",)
+    examples = [
+        ReaderExample("u3", "edited again", a, 0),  # 0: NOT_SUPPORTED, the second of facts a
+        ReaderExample("u1", "true", a, 1),  # 1: SUPPORTED, facts a
+        ReaderExample("u2", "edited", a, 0),  # 2: NOT_SUPPORTED, facts a, first by uid
+        ReaderExample("u4", "true too", b, 1),  # 3: facts b have no NOT_SUPPORTED twin
+        ReaderExample("u5", "no facts", (), 0),  # 4: nothing to read, no pair
+    ]
+    assert contrast_pairs(examples) == [(1, 2)]
+    assert contrast_pairs([*examples, ReaderExample("u6", "another true", a, 1)]) == [(1, 2), (5, 0)]
+
+
+def test_the_contrast_margin_adds_the_hinge_of_each_pair_in_the_batch_hand_worked():
+    model = SequenceModel.load("reader", default_backbone(), "cpu", head_seed=3)
+    model.module.eval()  # no dropout: the same logits in every call
+    facts = ("Glass Harbour | Glass Harbour is a 2014 thriller film directed by Oren Vask.",)
+    true, edited = ReaderExample("u1", "Glass Harbour was directed by Oren Vask.", facts, 1), ReaderExample("u2", "Glass Harbour was directed by Kelda Marrow.", facts, 0)
+    lone = ReaderExample("u3", "Oren Vask is Danish.", ("Oren Vask | He was born in Aarhus.",), 1)
+    reader = ReaderConfig(device="cpu")
+    with torch.no_grad():
+        plain = float(reader_loss(model, [true, edited, lone], reader))
+        logits = model.logits([reader_window(model.tokenizer, e.claim, e.facts, reader.claim_maxlen, reader.fact_maxlen, reader.maxlen) for e in (true, edited)])
+        gap = float((logits[0, 1] - logits[0, 0]) - (logits[1, 1] - logits[1, 0]))
+        for margin in (0.5, 3.0):
+            with_pairs = float(reader_loss(model, [true, edited, lone], reader, margin, {true: edited}))
+            assert with_pairs == pytest.approx(plain + max(0.0, margin - gap), abs=1e-5)
+        # a twin outside the batch adds nothing
+        assert float(reader_loss(model, [true, lone], reader, 3.0, {true: edited})) == pytest.approx(float(reader_loss(model, [true, lone], reader)), abs=1e-6)
+
+
+def test_a_reader_with_contrast_pairs_trains_on_every_example(tmp_path):
+    model = SequenceModel.load("reader", default_backbone(), "cpu")
+    data = []
+    for i in range(6):  # each fact read by a true claim and its edit: 6 pairs, plus 4 lone examples
+        fact = (f"Zorvik{i} | Zorvik{i} flies a {COLOURS[i]} flag.",)
+        data += [ReaderExample(f"t{i}", f"Zorvik{i} flies a {COLOURS[i]} flag.", fact, 1), ReaderExample(f"e{i}", f"Zorvik{i} flies a {COLOURS[i + 1]} flag.", fact, 0)]
+    data += [ReaderExample(f"l{i}", f"Zorvik{i} is old.", (f"Zorvik{i} | It was built in 19{i}0.",), 1) for i in range(4)]
+    _, history = train_reader(model, data, [], ReaderConfig(device="cpu"), ReaderTrainingConfig(epochs=1, batch_size=4, contrast_margin=1.0, **FAST), tmp_path)
+    assert len(contrast_pairs(data)) == 6 and [r["examples"] for r in history] == [4, 4, 4, 4]
 
 
 def test_reader_learns_a_label_it_can_only_read_from_the_facts(tmp_path):

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 from torch import nn
 
-from baleen_core.training.loop import optimizer_step, restore_rng, restore_scaler, rng_state
+from baleen_core.training.loop import epoch_order, optimizer_step, restore_rng, restore_scaler, rng_state
 
 
 def _setup():
@@ -132,3 +134,16 @@ def test_a_failed_bf16_step_still_gives_the_backbone_its_attention_back(tmp_path
     with pytest.raises(RuntimeError, match="a step failed"):
         train_epochs(model, [[1, 2], [3, 4]], failing, OptimizerConfig(batch_size=2, cpu_precision="bfloat16"), tmp_path / "run")
     assert model.module.config._attn_implementation == "sdpa"
+
+
+def test_an_epochs_order_shuffles_the_units_and_keeps_each_together():
+    # without units: the seeded shuffle of every index, as the loop always made it
+    plain = list(range(9))
+    random.Random(5).shuffle(plain)
+    assert epoch_order(9, None, 5) == plain
+    units = [[0, 1], [2], [3, 4], [5], [6, 7], [8]]
+    order = epoch_order(9, units, 5)
+    assert sorted(order) == list(range(9))
+    for first, second in ([0, 1], [3, 4], [6, 7]):  # each pair stays adjacent, in its own order
+        assert order.index(second) == order.index(first) + 1
+    assert epoch_order(9, units, 5) == order and any(epoch_order(9, units, seed) != order for seed in range(6, 12))
