@@ -410,7 +410,7 @@ def parse_inference_variant(name: str) -> InferenceVariant:
         elif part.startswith("tokens-") and part.removeprefix("tokens-").isdigit() and int(part.removeprefix("tokens-")) >= 512:
             parts["batch_tokens"] = int(part.removeprefix("tokens-"))
         else:
-            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of fp16-weights, compile, tokens-N (N ≥ 512)")
+            raise ValueError(f"unknown inference variant part {part!r} in {name!r}: join with '+' any of {', '.join(VARIANT_PARTS)} (N ≥ 512)")
     return InferenceVariant(**parts)
 
 
@@ -478,8 +478,8 @@ def evaluate_pipeline(
         engine["profile"] = {"system": main, **speed, **profile.as_dict()}
         logger.info("engine profile · %s: own seconds by package %s", main, engine["profile"]["by_package"])
         (_, speed), device_profile = device_profile_call(lambda: run_system(main, retrievers[main](), trained, config, claims, corpus, dev[:profile_claims]), trained.stage1.device)
-        engine["device_profile"] = {"system": main, **speed, **device_profile.as_dict()}
-        logger.info("engine device profile · %s: device busy %.1f%% of %.2f s; regions %s", main, 100 * device_profile.as_dict()["device_busy_share"], device_profile.wall_seconds, engine["device_profile"]["regions"])
+        shown = engine["device_profile"] = {"system": main, **speed, **device_profile.as_dict()}
+        logger.info("engine device profile · %s: device busy %.1f%% of %.2f s; regions %s", main, 100 * shown["device_busy_share"], shown["wall_seconds"], shown["regions"])
     save(engine, quality)
     for name in variants:
         variant = parse_inference_variant(name)

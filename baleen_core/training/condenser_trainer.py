@@ -36,6 +36,9 @@ from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.training.loop import train_epochs
 
+#: The reader's logit (and label) index of each class.
+SUPPORTED, NOT_SUPPORTED = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
+
 
 @dataclass(frozen=True)
 class LabelledHop:
@@ -312,8 +315,7 @@ def reader_loss(
     pairs = [(i, position[twin_of[e]]) for i, e in enumerate(batch) if e in twin_of and twin_of[e] in position]
     if not pairs:
         return loss
-    supported, unsupported = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
-    margins = logits[:, supported] - logits[:, unsupported]
+    margins = logits[:, SUPPORTED] - logits[:, NOT_SUPPORTED]
     first, second = (torch.tensor(side, device=model.device) for side in zip(*pairs, strict=True))
     return loss + F.relu(margin - (margins[first] - margins[second])).mean()
 
@@ -323,14 +325,13 @@ def contrast_pairs(examples: Sequence[ReaderExample]) -> list[tuple[int, int]]:
     edited claims beside the claims they were edited from, where only the claim decides the label.
     Within one set of facts the SUPPORTED and the NOT_SUPPORTED examples are paired in uid order,
     each example in at most one pair."""
-    supported, unsupported = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
     by_facts: dict[tuple[str, ...], dict[int, list[int]]] = {}
     for i, e in enumerate(examples):
-        if e.facts and e.label in (supported, unsupported):
-            by_facts.setdefault(e.facts, {supported: [], unsupported: []})[e.label].append(i)
+        if e.facts and e.label in (SUPPORTED, NOT_SUPPORTED):
+            by_facts.setdefault(e.facts, {SUPPORTED: [], NOT_SUPPORTED: []})[e.label].append(i)
     pairs = []
     for groups in by_facts.values():
-        ordered = [sorted(groups[label], key=lambda i: (examples[i].uid, i)) for label in (supported, unsupported)]
+        ordered = [sorted(groups[label], key=lambda i: (examples[i].uid, i)) for label in (SUPPORTED, NOT_SUPPORTED)]
         pairs.extend(zip(*ordered))  # the shorter side decides how many
     return sorted(pairs)
 

@@ -22,12 +22,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import get_args
 
-from baleen_core.condensing.models import READER_LABELS
 from baleen_core.config import ReaderRewrite, ReaderTrainingConfig
 from baleen_core.held_out import split_held_out
-from baleen_core.training.condenser_trainer import ReaderExample
+from baleen_core.training.condenser_trainer import NOT_SUPPORTED, SUPPORTED, ReaderExample
 
-SUPPORTED, NOT_SUPPORTED = READER_LABELS.index("SUPPORTED"), READER_LABELS.index("NOT_SUPPORTED")
 AUGMENTATIONS = get_args(ReaderRewrite)
 
 #: A capitalised name of one or more words ("University of Embergate", "Esther Rosden"), or a year.
