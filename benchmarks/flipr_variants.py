@@ -13,6 +13,9 @@ round-0 labels with the run's FLIPR settings, changed as asked, each resumable i
   scores of every round-0 hop are cached in ``WORK/distillation/teacher-r0.json``;
 - ``--claim-only-positives reached``: every gold passage BM25 reached from the claim alone is a
   claim-only positive (``training.flipr.claim_only_positives``);
+- ``--corpus-queries N``: N inverse-cloze queries from the corpus added to the labelled hops
+  (:mod:`baleen_core.training.corpus_queries`: a sentence of a passage drawn at the FLIPR's seed,
+  BM25's top other passages its hard negatives);
 - ``--seeds``: one FLIPR per seed (batch order, dropout).
 
 Each FLIPR, and the run's own ``flipr-r0``, gets an index built in memory with the same settings
@@ -60,12 +63,14 @@ def linked_data(store, directory: Path) -> Path:
     return directory
 
 
-def variant_name(teach: str, claim_only_positives: str, seed: int, run_seed: int, weight: float) -> str:
+def variant_name(teach: str, claim_only_positives: str, seed: int, run_seed: int, weight: float, corpus_queries: int = 0) -> str:
     """``flipr-r0-retrained`` (the control), ``flipr-r0-distilled-w1[-first-hop]``,
-    ``flipr-r0-claim-only``, with ``-s<seed>`` when the seed is not the run's."""
+    ``flipr-r0-claim-only``, ``flipr-r0-corpus<N>``, with ``-s<seed>`` when the seed is not the run's."""
     name = {"none": CONTROL, "all": f"flipr-r0-distilled-w{weight:g}", "first-hop": f"flipr-r0-distilled-w{weight:g}-first-hop"}[teach]
     if claim_only_positives == "reached":
         name = "flipr-r0-claim-only" if teach == "none" else f"{name}-claim-only"
+    if corpus_queries:
+        name = f"flipr-r0-corpus{corpus_queries}" if name == CONTROL else f"{name}-corpus{corpus_queries}"
     return name if seed == run_seed else f"{name}-s{seed}"
 
 
@@ -105,6 +110,7 @@ def main() -> None:
         help="FLIPRs to train, by the hops stage 1 teaches: all, only those without context, none (the control); none given: train nothing",
     )
     parser.add_argument("--claim-only-positives", choices=("assigned", "reached"), default="assigned", help="training.flipr.claim_only_positives of every FLIPR trained")
+    parser.add_argument("--corpus-queries", type=int, default=0, metavar="N", help="inverse-cloze queries from the corpus added to every FLIPR's examples")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="FLIPR training seeds (default: the run's)")
     parser.add_argument("--weight", type=float, default=1.0, help="weight of the KL term beside the in-batch cross-entropy")
     parser.add_argument("--arms", nargs="*", default=[], metavar="NAME=RETRIEVER,RETRIEVER", help="arms averaged over their retrievers, each paired with the first")
@@ -112,8 +118,10 @@ def main() -> None:
     split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     arms = {name: members.split(",") for name, _, members in (arm.partition("=") for arm in args.arms)}
     distilled = [mode for mode in args.teach if mode != "none"]
-    if distilled and args.claim_only_positives == "reached":
-        sys.exit("--teach all/first-hop and --claim-only-positives reached do not combine: the teacher scored the labelled hops only")
+    if distilled and (args.claim_only_positives == "reached" or args.corpus_queries):
+        sys.exit("--teach all/first-hop combines with neither --claim-only-positives reached nor --corpus-queries: the teacher scored the labelled hops only")
+    if args.corpus_queries < 0:
+        sys.exit("--corpus-queries takes a count ≥ 0")
     started = time.perf_counter()
     config = finished_run_config(args.work)
     from baleen_core.dataset import claim_gold, load_claims, load_corpus
@@ -121,6 +129,7 @@ def main() -> None:
     from baleen_core.retrieval import Flipr
     from baleen_core.retrieval.bm25 import Bm25Retriever
     from baleen_core.retrieval.building import build_in_memory
+    from baleen_core.training.corpus_queries import corpus_query_examples
     from baleen_core.training.distillation import with_teacher
     from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
     from baleen_core.training.loop import history_summary
@@ -135,7 +144,8 @@ def main() -> None:
     rows = store.read_table(store.latest("hop_labels", "labels-r0")).to_pylist()
     claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
     run_training = config.training.flipr.model_copy(update={"claim_only_positives": args.claim_only_positives})  # the FLIPRs trained here (seeds aside)
-    budgets = {"depth": config.evaluation.depth, "store": str(store.root), "flipr": run_training.model_dump(mode="json")}
+    budgets = {"depth": config.evaluation.depth, "store": str(store.root), "flipr": run_training.model_dump(mode="json"), "corpus_queries": args.corpus_queries}
+    bm25 = Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])
 
     teacher = None
     if distilled:
@@ -148,8 +158,10 @@ def main() -> None:
     trained, histories = {}, {}
     for seed in args.seeds or [run_training.seed]:
         for mode in args.teach:
-            name = variant_name(mode, args.claim_only_positives, seed, run_training.seed, args.weight)
+            name = variant_name(mode, args.claim_only_positives, seed, run_training.seed, args.weight, args.corpus_queries)
             taught = examples
+            if args.corpus_queries:  # drawn at the FLIPR's seed, so that each seed reads other passages
+                taught = [*examples, *corpus_query_examples(corpus.passages, corpus.texts, bm25, args.corpus_queries, run_training.hard_negatives, seed)]
             if mode != "none":  # one example per labelled hop, in the teacher's order
                 taught = [with_teacher(e, s) if mode == "all" or not e.context else e for e, s in zip(examples, teacher["scores"], strict=True)]
             print(f"{name}: {len(taught)} examples, {sum(bool(e.teacher) for e in taught)} taught", flush=True)
@@ -167,7 +179,7 @@ def main() -> None:
     dev = claim_gold(claims, corpus, claims.uids("dev", None))
     if any([r["uid"] for r in claim_rows] != [c.uid for c in dev] or set(RETRIEVER_METRICS) - set(claim_rows[0]) for claim_rows in rows_by.values()):
         sys.exit(f"the rows saved in {out_dir} are of other claims or measures; remove them to rank every retriever again")
-    retrievers = {} if "bm25" in rows_by else {"bm25": Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])}
+    retrievers = {} if "bm25" in rows_by else {"bm25": bm25}
     if "flipr-r0" not in rows_by:
         trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": store.latest("flipr_checkpoint", "flipr-r0").path})), **trained}
     builds, doc_tokens = {}, None
