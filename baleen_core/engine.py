@@ -230,14 +230,15 @@ def verify_claims_at_thresholds(
         if on_hop is not None:
             on_hop(hop, len(active))
     final = [trace[-1].evidence if trace else [] for trace in traces]
-    for_reader = [reader_facts(trace[-1].evidence, trace[-1].stage2, reader_config.last_read_facts) if trace else [] for trace in traces]
-    prob_of: dict[tuple, float | None] = {}
+    prob_supported: list[float | None] = [None] * len(runs)  # without a reader, no verdicts (and no reader facts to build)
     if reader is not None:
+        for_reader = [reader_facts(trace[-1].evidence, trace[-1].stage2, reader_config.last_read_facts) if trace else [] for trace in traces]
         distinct = _distinct_queries(runs, for_reader, range(len(runs)))
         with region("reader"):
             probs = read_verdicts(reader, [runs[r][0].claim for r in distinct.values()], [[s.fact for s, _ in for_reader[r]] for r in distinct.values()], reader_config)
         prob_of = dict(zip(distinct, probs, strict=True))
-    verdicts = [Verdict(c.uid, prob_of.get(_query_key(runs, for_reader, r)), final[r], traces[r]) for r, (c, _) in enumerate(runs)]
+        prob_supported = [prob_of[_query_key(runs, for_reader, r)] for r in range(len(runs))]
+    verdicts = [Verdict(c.uid, prob_supported[r], final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
 
 

@@ -24,6 +24,7 @@ from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
     LabelledHop,
     ReaderClaim,
+    contrast_pairs,
     labelled_hop_pids,
     labelled_hops,
     reader_claims,
@@ -307,6 +308,7 @@ def train_claim_reader(
     }
     train, held_out = reader_training_sets(examples, config)
     extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
+    extra["contrast_pairs"] = len(contrast_pairs(train))  # what training.reader.contrast_margin would pair, set or not
     return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra)
 
 
