@@ -15,11 +15,12 @@ candidate generation costs the trained retriever, against how much its model doe
 ``--k-claim K`` (repeatable) adds each trained FLIPR again with the top ``K`` claim positions'
 MaxSims counted instead of its ``retriever.k_claim`` (``NAME@k<K>``; the reference's 32 of 64,
 ``K`` 64: every claim position, as ColBERT): the same model, index and candidates, scored
-otherwise.
+otherwise. ``--first-hop-k-claim K`` does so for the queries without context only, the later
+hops keeping ``retriever.k_claim`` (``NAME@first-k<K>``).
 
     python benchmarks/flipr_rounds.py --work DIR --out benchmarks/results/NAME.json
         [--pair flipr-r0-e2 flipr-r1-e1 ...]   (default: every FLIPR against BM25)
-        [--search 8 2048 ...] [--exhaustive] [--k-claim 16 ...]
+        [--search 8 2048 ...] [--exhaustive] [--k-claim 16 ...] [--first-hop-k-claim 8 ...]
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ def main() -> None:
     parser.add_argument("--search", nargs=2, type=int, action="append", default=[], metavar=("NPROBE", "NCANDIDATES"), help="each trained FLIPR also with these search settings (repeatable)")
     parser.add_argument("--exhaustive", action="store_true", help="each trained FLIPR also by exact FLIPR over every passage (slow)")
     parser.add_argument("--k-claim", type=int, action="append", default=[], metavar="K", help="each trained FLIPR also scored with its top K claim positions (repeatable)")
+    parser.add_argument("--first-hop-k-claim", type=int, action="append", default=[], metavar="K", help="likewise for the queries without context only (repeatable)")
     args = parser.parse_args()
-    if any(k < 1 for k in args.k_claim):
+    if any(k < 1 for k in args.k_claim + args.first_hop_k_claim):
         sys.exit("--k-claim takes a count of claim positions ≥ 1")
     split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     started = time.perf_counter()
     config = finished_run_config(args.work)
+    from baleen_core.retrieval.fusion import FirstHopRetriever
     from baleen_core.training.hop_ordering import claims_from_rows
     from baleen_storage import ArtifactStore
     from baleen_storage.indexes import index_retriever_config, open_bm25, open_searcher
@@ -88,11 +91,15 @@ def main() -> None:
                 retrievers[f"{name}@p{nprobe}-c{ncandidates}"] = open_searcher(store, wider, config.retriever.device, index)[0]
             if args.exhaustive:
                 retrievers[f"{name}@exhaustive"] = ExhaustiveRanker(searcher)
-            if args.k_claim:
+            if args.k_claim or args.first_hop_k_claim:
                 searcher.tensors  # loaded once, then shared by the copies below
-            for k in args.k_claim:  # the same model, index and candidates; only the aggregation differs
-                retrievers[f"{name}@k{k}"] = scored = copy.copy(searcher)
+            for k in dict.fromkeys([*args.k_claim, *args.first_hop_k_claim]):  # the same model, index and candidates; only the aggregation differs
+                scored = copy.copy(searcher)
                 scored.k_claim = k
+                if k in args.k_claim:
+                    retrievers[f"{name}@k{k}"] = scored
+                if k in args.first_hop_k_claim:
+                    retrievers[f"{name}@first-k{k}"] = FirstHopRetriever(scored, searcher)
     rows = ranked_claims(retrievers, dev, config.evaluation)
     pairs = [tuple(pair) for pair in args.pair] if args.pair else [(name, "bm25") for name in rows if name != "bm25"]
     unknown = {name for pair in pairs for name in pair} - set(rows)
