@@ -208,6 +208,11 @@ class SearchConfig(_Strict):
         "condensers train on. 'bm25-first-hop': a query without context (a claim's first hop) ranks with BM25 alone and every "
         "query with context with FLIPR alone, in the engine and in the FLIPR label rounds alike. 'none': FLIPR alone, as the reference.",
     )
+    k_claim_first_hop: int | None = Field(
+        default=None, ge=1,
+        description="Claim positions FLIPR counts for a query without context (a claim's first hop), in the engine and the FLIPR label "
+        "rounds alike; None = retriever.k_claim at every hop, as the reference (not in the reference: docs/engine.md).",
+    )
 
 
 class LabelConfig(_Strict):

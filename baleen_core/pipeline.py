@@ -177,7 +177,9 @@ class Trained:
 
 
 def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch: int | None = None) -> FliprSearcher:
-    return FliprSearcher(flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device, query_batch=query_batch)
+    return FliprSearcher(
+        flipr, index, config.search.nprobe, config.search.ncandidates, device=flipr.device, query_batch=query_batch, k_claim_first_hop=config.search.k_claim_first_hop
+    )
 
 
 def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25, query_batch: int | None = None):

@@ -17,7 +17,7 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
-        [--fusion none|bm25|bm25-first-hop] [--min-kept N]
+        [--fusion none|bm25|bm25-first-hop] [--min-kept N] [--k-claim-first-hop K]
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def main() -> None:
     )
     parser.add_argument("--stage2-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.stage2_cpu_precision (default: the training benchmark's)")
     parser.add_argument("--fusion", choices=["none", "bm25", "bm25-first-hop"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
+    parser.add_argument("--k-claim-first-hop", type=int, default=None, help="search.k_claim_first_hop, the claim positions FLIPR counts at a claim's first hop (default: the training benchmark's)")
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
     args = parser.parse_args()
     require_hover_mini(args.hover_mini)
@@ -100,6 +101,8 @@ def main() -> None:
         settings["condenser"] = {**settings.get("condenser", {}), **precisions}
     if args.fusion:
         settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
+    if args.k_claim_first_hop is not None:
+        settings["search"] = {**settings.get("search", {}), "k_claim_first_hop": args.k_claim_first_hop}
     if args.min_kept is not None:
         settings["condenser"] = {**settings.get("condenser", {}), "min_kept": args.min_kept}
     config_path.write_text(yaml.safe_dump({**settings, "evaluation": evaluation}, sort_keys=False))

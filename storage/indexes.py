@@ -55,7 +55,7 @@ def open_searcher(
     ``warn`` hears of settings the index cannot honour as given (an ``nprobe`` above its centroids)."""
     index, ref = open_index(store, ref, storage)
     flipr = Flipr.load(index_retriever_config(store, ref, device))
-    searcher = FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction)
+    searcher = FliprSearcher(flipr, index, search.nprobe, search.ncandidates, full_interaction, k_claim_first_hop=search.k_claim_first_hop)
     if warn is not None and searcher.nprobe_note:
         warn(searcher.nprobe_note)
     return searcher, ref

@@ -151,6 +151,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 #: Condenser settings added after engine runs recorded their fingerprints: at their defaults
 #: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
 ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule")
+SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop",)  # in a run's fingerprint only when set: earlier runs stay reusable
 
 
 def engine_settings(config: BaleenConfig) -> dict:
@@ -168,7 +169,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "reader": reader_settings(config.reader),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
-        params["search"] = config.search.model_dump(mode="json", exclude={"fusion"} if system == "flipr-alone" else None)
+        params["search"] = fingerprint_params(config.search, added_later=SEARCH_FIELDS_ADDED_LATER, exclude={"fusion"} if system == "flipr-alone" else None)
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
     return eval_producer(system), params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 
@@ -277,7 +278,7 @@ def verify_held_out(
             "uids": uids,
             "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
             "condenser": engine_settings(config.with_stage2_threshold(threshold)),
-            "search": config.search.model_dump(mode="json"),
+            "search": fingerprint_params(config.search, added_later=SEARCH_FIELDS_ADDED_LATER),
         }
         identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
     found = {threshold: None if force else store.find("hop_traces", reader_facts_producer(threshold), fp) for threshold, _, fp in identities}

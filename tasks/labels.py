@@ -73,7 +73,7 @@ def label_round(
     if index is not None:
         sources["index"] = index.fingerprint
         # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
-        params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion"}, added_later=["fusion"])
+        params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion", "k_claim_first_hop"}, added_later=["fusion", "k_claim_first_hop"])
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)

@@ -16,7 +16,12 @@ Conventions used throughout (and by the brute-force reference in the tests):
   the reference's ``colbert_score_reduce`` (``if K2 <= scores.size(1) - query_maxlen``): a
   claim-only query, or a context of a few tokens, scores by its claim positions alone;
 * document positions that may be matched are given by ``doc_mask`` (no padding, no punctuation);
-* ``k = None`` means "every valid position": full ColBERT interaction, used as the baseline.
+* ``k = None`` means "every valid position": full ColBERT interaction, used as the baseline;
+* ``k_claim_first_hop`` (not in the reference; ``search.k_claim_first_hop``), when given, is the
+  claim positions counted for a query with no valid context position (a claim's first hop): a
+  claim-only query then scores a passage by its best-matched claim tokens, such as one entity's
+  name, rather than by many loosely matched ones (docs/benchmarks.md, "How many claim positions
+  count").
 """
 
 from __future__ import annotations
@@ -78,14 +83,19 @@ def flipr_aggregate(
     n_claim: int,
     k_claim: int | None = 32,
     k_context: int | None = 8,
+    k_claim_first_hop: int | None = None,
 ) -> torch.Tensor:
     """Turn per-position MaxSims ``[..., Lq]`` into FLIPR scores ``[...]``.
 
     ``q_mask`` broadcasts against ``maxsims``. Positions ``< n_claim`` are claim positions, the
-    rest context positions.
+    rest context positions. ``k_claim_first_hop``: ``k_claim`` for the queries without a valid
+    context position (None: ``k_claim`` for every query).
     """
     q_mask = q_mask.expand_as(maxsims)
     claim = _topk_sum(maxsims[..., :n_claim], q_mask[..., :n_claim], k_claim)
+    if k_claim_first_hop is not None and k_claim_first_hop != k_claim:
+        first_hop = _topk_sum(maxsims[..., :n_claim], q_mask[..., :n_claim], k_claim_first_hop)
+        claim = torch.where(_without_context(q_mask, n_claim), first_hop, claim)
     if maxsims.shape[-1] <= n_claim:
         return claim
     context_mask = q_mask[..., n_claim:]
@@ -93,6 +103,11 @@ def flipr_aggregate(
     if k_context is not None:
         context = context.masked_fill(context_mask.sum(dim=-1) < k_context, 0.0)
     return claim + context
+
+
+def _without_context(q_mask: torch.Tensor, n_claim: int) -> torch.Tensor:
+    """``q_mask[..., 0]``-shaped bool: which queries have no valid context position."""
+    return ~q_mask[..., n_claim:].any(dim=-1)
 
 
 def flipr_score(
@@ -103,19 +118,22 @@ def flipr_score(
     n_claim: int,
     k_claim: int | None = 32,
     k_context: int | None = 8,
+    k_claim_first_hop: int | None = None,
 ) -> torch.Tensor:
     """FLIPR scores of B queries against N padded documents → ``[B, N]``.
 
     queries ``[B, Lq, dim]`` with q_mask ``[B, Lq]``; docs ``[N, Ld, dim]`` with doc_mask ``[N, Ld]``.
     """
-    return flipr_aggregate(maxsim(queries, docs, doc_mask), q_mask[:, None, :], n_claim, k_claim, k_context)
+    return flipr_aggregate(maxsim(queries, docs, doc_mask), q_mask[:, None, :], n_claim, k_claim, k_context, k_claim_first_hop)
 
 
 def counted_positions(
-    maxsims: torch.Tensor, q_mask: torch.Tensor, n_claim: int, k_claim: int | None, k_context: int | None
+    maxsims: torch.Tensor, q_mask: torch.Tensor, n_claim: int, k_claim: int | None, k_context: int | None, k_claim_first_hop: int | None = None
 ) -> torch.Tensor:
     """Which query positions contributed to the score of one document (``[Lq]`` bool), for explanations."""
     counted = torch.zeros_like(q_mask, dtype=torch.bool)
+    if k_claim_first_hop is not None and bool(_without_context(q_mask, n_claim)):
+        k_claim = k_claim_first_hop
     for lo, hi, k in ((0, n_claim, k_claim), (n_claim, maxsims.shape[-1], k_context)):
         valid = q_mask[lo:hi]
         if hi <= lo or not bool(valid.any()):

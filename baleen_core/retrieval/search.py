@@ -97,9 +97,12 @@ class FliprSearcher:
         query_batch: int | None = None,
         queries_per_search: int | None = None,
         max_elements: int | None = None,
+        k_claim_first_hop: int | None = None,
     ) -> None:
         """``full_interaction`` sums every query position's MaxSim (ColBERT) instead of FLIPR's
-        top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring. ``device``:
+        top ``k_claim`` + ``k_context``: the baseline that isolates focused scoring.
+        ``k_claim_first_hop``: the claim positions counted for a query without context, in
+        candidate generation and exact scoring alike (None: the encoder's ``k_claim``). ``device``:
         where search runs (default: the encoder's device). ``query_batch``: queries encoded
         together (default 32 on the CPU, 512 on a GPU, whose kernels need the width);
         ``queries_per_search``: of those, how many go through search's kernels together (default:
@@ -121,6 +124,7 @@ class FliprSearcher:
         self._tensors: IndexTensors | None = None
         cfg = flipr.config
         self.k_claim, self.k_context = (None, None) if full_interaction else (cfg.k_claim, cfg.k_context)
+        self.k_claim_first_hop = None if full_interaction else k_claim_first_hop
 
     @property
     def nprobe_note(self) -> str | None:
@@ -255,7 +259,7 @@ class FliprSearcher:
         lowest[query_of, position] = probe_scores[:, -1]
         approx = lowest[pair_query].reshape(-1)
         approx = approx.scatter_reduce(0, pair_of_posting * width + position[row], probe_scores.reshape(-1)[owner], "amax")
-        scores = flipr_aggregate(approx.view(-1, width), valid[pair_query], n_claim, self.k_claim, self.k_context)
+        scores = flipr_aggregate(approx.view(-1, width), valid[pair_query], n_claim, self.k_claim, self.k_context, self.k_claim_first_hop)
         position_of = self.index.position_of_pid
         excluded = [q * n_stored + position_of[int(pid)] for q, pids in enumerate(excludes) for pid in pids if int(pid) in position_of]
         if excluded:
@@ -281,7 +285,7 @@ class FliprSearcher:
                 pair, used = owner[t0:t1] - p0, max(lengths[lo:hi])
                 chunk = maxsim_grouped(queries[lo:hi, :used], index.embeddings(tokens[t0:t1]), pair_query[p0:p1][pair] - lo, pair, p1 - p0)
                 maxsims[p0:p1, :used] = chunk
-        return flipr_aggregate(maxsims, self._valid_positions(lengths, width)[pair_query], n_claim, self.k_claim, self.k_context)
+        return flipr_aggregate(maxsims, self._valid_positions(lengths, width)[pair_query], n_claim, self.k_claim, self.k_context, self.k_claim_first_hop)
 
     def score_positions(self, query: torch.Tensor, n_claim: int, positions: torch.Tensor) -> torch.Tensor:
         """Exact FLIPR of one query against the passages at ``positions``."""
@@ -342,8 +346,8 @@ class FliprSearcher:
         sims = (query @ doc.T).masked_fill(~doc_batch.score_mask[0], float("-inf"))  # [Lq, Ld]; punctuation is never matched
         best, where = sims.max(dim=1)
         mask = torch.ones(n_valid, dtype=torch.bool)
-        counted = counted_positions(best, mask, batch.n_claim, self.k_claim, self.k_context)
-        score = float(flipr_aggregate(best, mask, batch.n_claim, self.k_claim, self.k_context))
+        counted = counted_positions(best, mask, batch.n_claim, self.k_claim, self.k_context, self.k_claim_first_hop)
+        score = float(flipr_aggregate(best, mask, batch.n_claim, self.k_claim, self.k_context, self.k_claim_first_hop))
         q_tokens, d_tokens = tok.id_to_token(query_ids), tok.id_to_token(doc_batch.input_ids[0].tolist())
         matches = [
             TokenMatch(

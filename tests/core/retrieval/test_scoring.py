@@ -116,3 +116,28 @@ def test_a_context_shorter_than_k_context_adds_nothing_hand_worked():
     short = mask.clone()
     short[4] = False  # padding: two valid context positions, fewer than 3
     assert float(flipr_aggregate(maxsims, short, 2, 1, 3)) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_first_hop_k_counts_only_for_queries_without_context(seed):
+    # random_batch's queries: no context, a context of 3 positions, a context of 12
+    q, q_mask, d, d_mask = random_batch(seed)
+    fast = flipr_score(q, q_mask, d, d_mask, n_claim=16, k_claim=8, k_context=4, k_claim_first_hop=3)
+    for b, has_context in enumerate([False, True, True]):
+        for n in range(d.shape[0]):
+            expected = reference_flipr(q[b], q_mask[b], d[n], d_mask[n], 16, 8 if has_context else 3, 4)
+            assert fast[b, n].item() == pytest.approx(expected, abs=1e-5)
+    # unset, or equal to k_claim: the reference's score at every hop
+    torch.testing.assert_close(flipr_score(q, q_mask, d, d_mask, 16, 8, 4, k_claim_first_hop=8), flipr_score(q, q_mask, d, d_mask, 16, 8, 4))
+
+
+def test_the_first_hop_k_decides_the_counted_positions_hand_worked():
+    maxsims = torch.tensor([0.9, 0.1, 0.5, 0.3])  # claim positions only: a first hop
+    mask = torch.ones(4, dtype=torch.bool)
+    assert counted_positions(maxsims, mask, 4, 3, 2, k_claim_first_hop=1).tolist() == [True, False, False, False]
+    assert float(flipr_aggregate(maxsims, mask, 4, 3, 2, k_claim_first_hop=1)) == pytest.approx(0.9)
+    assert float(flipr_aggregate(maxsims, mask, 4, 3, 2)) == pytest.approx(0.9 + 0.5 + 0.3)
+    with_context = torch.tensor([0.9, 0.1, 0.5, 0.3, 0.4, 0.2])  # 2 context positions: k_claim counts
+    mask = torch.ones(6, dtype=torch.bool)
+    assert counted_positions(with_context, mask, 4, 3, 2, k_claim_first_hop=1).tolist() == [True, False, True, True, True, True]
+    assert float(flipr_aggregate(with_context, mask, 4, 3, 2, k_claim_first_hop=1)) == pytest.approx(0.9 + 0.5 + 0.3 + 0.4 + 0.2)

@@ -287,3 +287,17 @@ def test_an_index_built_from_passages_tokenized_earlier_is_the_same_index(flipr,
     assert np.array_equal(unsorted_from_texts.codec.centroids, unsorted_from_ids.codec.centroids)
     with pytest.raises(ValueError, match=f"29 tokenized passages given for {len(corpus)} passages"):
         build_in_memory(flipr, pids, texts, config, flipr.tokenizer.doc_tokens(corpus[:29]))
+
+
+def test_the_first_hop_k_scores_claim_only_queries_and_leaves_queries_with_context_alone(flipr, corpus):
+    index = make_index(flipr, corpus, kind="fp16")
+    reference, first_hop = (FliprSearcher(flipr, index, nprobe=2, ncandidates=8, k_claim_first_hop=k) for k in (None, 4))
+    docs = flipr.tokenizer.docs(corpus)
+    d = flipr.encode_doc_batch(docs)
+    for context, k in (([], 4), (["Glass Harbour | It was directed by Oren Vask."], 32)):
+        q, batch = flipr.encode_queries([CLAIM], [context])
+        expected = flipr_score(q, batch.score_mask, d, docs.score_mask, batch.n_claim, k, 8)[0]
+        got = {h.pid: h.score for h in first_hop.exhaustive([CLAIM], [context], k=len(corpus))[0]}
+        assert all(got[i * 10 + 3] == pytest.approx(float(expected[i]), abs=2e-2) for i in range(len(corpus)))
+        same = [h.pid for h in first_hop.search([CLAIM], [context], k=5)[0]] == [h.pid for h in reference.search([CLAIM], [context], k=5)[0]]
+        assert same == bool(context)  # with context both score alike; from the claim alone the top 5 differ
