@@ -321,7 +321,8 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index, doc_tokens)
         logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
-            ranker, previous = hop_retriever(searcher(flipr, index, config), config.search.fusion, lambda: bm25), labels
+            labelling = config.model_copy(update={"search": config.search.for_label_rounds()})
+            ranker, previous = hop_retriever(searcher(flipr, index, labelling), config.search.fusion, lambda: bm25), labels
             labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
             rounds.append(record)
     retriever = flipr_system_retriever(flipr, index, config, bm25)

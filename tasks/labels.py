@@ -65,15 +65,17 @@ def label_round(
     ``index``); compare with the ``previous`` round's labels. A FLIPR round ranks as the FLIPR
     systems retrieve: fused with BM25 under ``search.fusion: bm25`` (labeller ``flipr+bm25``), BM25
     for the first hops under ``bm25-first-hop`` (labeller ``bm25>flipr``), so
-    the positives and the hard negatives the condensers train on come from the system's own lists."""
+    the positives and the hard negatives the condensers train on come from the system's own lists
+    (FLIPR's claim-only scoring aside: :meth:`SearchConfig.for_label_rounds`)."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = labels_producer(round_number)
+    search = search.for_label_rounds()
     params = {"round": round_number, "labeller": labeller, **config.model_dump(include={"depth", "n_negatives", "max_claims", "held_out_share", "held_out_seed"})}
     sources = {"claims": claims.fingerprint, "passages": passages.fingerprint}
     if index is not None:
         sources["index"] = index.fingerprint
         # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
-        params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion", "k_claim_first_hop"}, added_later=["fusion", "k_claim_first_hop"])
+        params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion"}, added_later=["fusion"])
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)

@@ -108,3 +108,15 @@ def test_evidence_floors_load_from_yaml_write_json_safe_and_read_back(tmp_path):
     assert BaleenConfig().with_evidence_floors(dumped).condenser.evidence_floors == config.condenser.evidence_floors
     assert json.dumps(BaleenConfig().training.calibration.model_dump(mode="json"), allow_nan=False)  # the grid's ends too
     assert "not NaN" in _load_error(tmp_path, "nan.yaml", "condenser: {evidence_floors: {2: .nan}}\n")
+
+
+def test_the_first_hop_k_is_the_engines_and_never_a_label_rounds(tmp_path):
+    path = tmp_path / "baleen.yaml"
+    path.write_text("search: {k_claim_first_hop: 8, nprobe: 6}\n")
+    search = BaleenConfig.load(path).search
+    assert search.k_claim_first_hop == 8
+    labelling = search.for_label_rounds()
+    assert labelling.k_claim_first_hop is None and labelling.nprobe == 6 and search.k_claim_first_hop == 8
+    path.write_text("search: {k_claim_first_hop: 0}\n")
+    with pytest.raises(ConfigError, match="k_claim_first_hop"):
+        BaleenConfig.load(path)
