@@ -211,13 +211,13 @@ class SearchConfig(_Strict):
     k_claim_first_hop: int | None = Field(
         default=None, ge=1,
         description="Claim positions FLIPR counts for a query without context (a claim's first hop) in the engine; the FLIPR label "
-        "rounds keep retriever.k_claim. None = retriever.k_claim at every hop, as the reference (not in the reference: docs/engine.md).",
+        "rounds keep retriever.k_claim. None = retriever.k_claim at every hop, as the reference (measured, not adopted: docs/benchmarks.md).",
     )
 
     def for_label_rounds(self) -> SearchConfig:
         """The settings a FLIPR label round ranks with: the engine's, but FLIPR's claim-only scoring
         the reference's (``k_claim_first_hop`` unset), which is how the condensers' lists were made
-        when ``k_claim_first_hop`` was measured and adopted (docs/benchmarks.md)."""
+        when ``k_claim_first_hop`` was measured (docs/benchmarks.md)."""
         return self.model_copy(update={"k_claim_first_hop": None})
 
 

@@ -89,6 +89,9 @@ def main() -> None:
             training_flow(str(training_config))
     config_path = args.work / "evaluation.yaml"
     settings = yaml.safe_load(training_config.read_text())  # its evaluation.systems decided what was trained
+    # the store this script reads (--work's), not the one training.yaml names: a copy of another
+    # run's --work (its store hard-linked) must publish into its own store, never into the original's
+    settings["store_root"] = str(store.root)
     evaluation = {**settings.get("evaluation", {}), "split": "dev"}
     if args.systems:
         evaluation["systems"] = args.systems.split(",")

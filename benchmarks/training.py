@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--k-claim-first-hop 8]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--k-claim-first-hop K]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -115,10 +115,10 @@ def main() -> None:
         help="hard-negative passages per hop whose sentences compete in stage 1 when stage 2's examples are built "
         "(stage-1 inference, not training steps)",
     )
-    # 8, not the reference's 32 (unset): on the held-out claims of both packs, with the models
-    # unchanged, claim-only Retrieval@100 +0.063 [+0.019, +0.114] (seed 2) and the full system's
-    # passage F1 +0.021 [+0.003, +0.038] pooled (benchmarks/results/flipr-first-hop-k8-*.json)
-    parser.add_argument("--k-claim-first-hop", type=int, default=8, help="search.k_claim_first_hop, the claim positions FLIPR counts from the claim alone (0: the reference's retriever.k_claim)")
+    # unset (the reference's 32): 8 found more gold from the claim alone (claim-only Retrieval@100
+    # +0.063 [+0.019, +0.114], seed-2 pack) but lowered the full system's passage F1 by −0.021
+    # [−0.038, −0.003] pooled over both packs (benchmarks/results/flipr-first-hop-k8-*.json)
+    parser.add_argument("--k-claim-first-hop", type=int, default=0, help="search.k_claim_first_hop, the claim positions FLIPR counts from the claim alone (0: the reference's retriever.k_claim)")
     parser.add_argument(
         "--fusion", choices=["none", "bm25", "bm25-first-hop"], default="none",
         help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine; "
