@@ -481,6 +481,14 @@ class ArtifactStore:
         removed = []
         for entry in sorted((self.root / "tmp").iterdir()):
             if entry.suffix == LOCK_SUFFIX:
+                if not entry.exists() or entry.with_name(entry.name.removesuffix(LOCK_SUFFIX)).exists():
+                    continue  # already swept with its entry, or swept with it below
+                # a run killed between locking a name and making its entry leaves the lock alone
+                try:
+                    with held_lock(entry, wait=False):  # removed on release
+                        removed.append(entry.name)
+                except BlockingIOError:
+                    pass  # a live writer about to make its entry
                 continue
             try:
                 with held_lock(_lock_of(entry), wait=False):

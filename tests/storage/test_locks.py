@@ -91,3 +91,15 @@ def test_sweep_removes_a_killed_writers_debris_but_not_a_live_one(store):
     assert live.ref.rows == 1
     assert list((store.root / "tmp").iterdir()) == []  # no lock files left either
     assert store.sweep_tmp() == []
+
+
+def test_sweep_removes_a_lock_whose_run_died_before_making_its_entry_but_not_a_held_one(store):
+    from baleen_storage.locks import held_lock
+
+    tmp = store.root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    (tmp / "scratch-killed-before-mkdir.lock").write_text("")  # no entry beside it, no holder
+    with held_lock(tmp / "scratch-about-to-mkdir.lock"):  # a live writer between its lock and its entry
+        assert store.sweep_tmp() == ["scratch-killed-before-mkdir.lock"]
+        assert sorted(p.name for p in tmp.iterdir()) == ["scratch-about-to-mkdir.lock"]
+    assert list(tmp.iterdir()) == []
