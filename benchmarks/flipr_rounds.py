@@ -68,7 +68,6 @@ def main() -> None:
     split = work_split(args.work, args.split)  # before any work: a missing --split loses nothing
     started = time.perf_counter()
     config = finished_run_config(args.work)
-    from baleen_core.retrieval.fusion import FirstHopRetriever
     from baleen_core.training.hop_ordering import claims_from_rows
     from baleen_storage import ArtifactStore
     from baleen_storage.indexes import index_retriever_config, open_bm25, open_searcher
@@ -93,13 +92,13 @@ def main() -> None:
                 retrievers[f"{name}@exhaustive"] = ExhaustiveRanker(searcher)
             if args.k_claim or args.first_hop_k_claim:
                 searcher.tensors  # loaded once, then shared by the copies below
-            for k in dict.fromkeys([*args.k_claim, *args.first_hop_k_claim]):  # the same model, index and candidates; only the aggregation differs
-                scored = copy.copy(searcher)
+            # the same model, index and candidates (copies share them); only the aggregation differs
+            for k in args.k_claim:
+                retrievers[f"{name}@k{k}"] = scored = copy.copy(searcher)
                 scored.k_claim = k
-                if k in args.k_claim:
-                    retrievers[f"{name}@k{k}"] = scored
-                if k in args.first_hop_k_claim:
-                    retrievers[f"{name}@first-k{k}"] = FirstHopRetriever(scored, searcher)
+            for k in args.first_hop_k_claim:  # search.k_claim_first_hop: the queries without context only
+                retrievers[f"{name}@first-k{k}"] = scored = copy.copy(searcher)
+                scored.k_claim_first_hop = k
     rows = ranked_claims(retrievers, dev, config.evaluation)
     pairs = [tuple(pair) for pair in args.pair] if args.pair else [(name, "bm25") for name in rows if name != "bm25"]
     unknown = {name for pair in pairs for name in pair} - set(rows)

@@ -35,6 +35,7 @@ The teacher has read the training claims (it trained on them), never the held-ou
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
@@ -145,7 +146,7 @@ def main() -> None:
     claim_text = {uid: row["claim"] for uid, row in claims.rows.items()}
     run_training = config.training.flipr.model_copy(update={"claim_only_positives": args.claim_only_positives})  # the FLIPRs trained here (seeds aside)
     budgets = {"depth": config.evaluation.depth, "store": str(store.root), "flipr": run_training.model_dump(mode="json"), "corpus_queries": args.corpus_queries}
-    bm25 = Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids])
+    bm25 = functools.cache(lambda: Bm25Retriever(corpus.pids, [corpus.texts[p] for p in corpus.pids]))  # built once, if needed
 
     teacher = None
     if distilled:
@@ -161,7 +162,7 @@ def main() -> None:
             name = variant_name(mode, args.claim_only_positives, seed, run_training.seed, args.weight, args.corpus_queries)
             taught = examples
             if args.corpus_queries:  # drawn at the FLIPR's seed, so that each seed reads other passages
-                taught = [*examples, *corpus_query_examples(corpus.passages, corpus.texts, bm25, args.corpus_queries, run_training.hard_negatives, seed)]
+                taught = [*examples, *corpus_query_examples(corpus.passages, corpus.texts, bm25(), args.corpus_queries, run_training.hard_negatives, seed)]
             if mode != "none":  # one example per labelled hop, in the teacher's order
                 taught = [with_teacher(e, s) if mode == "all" or not e.context else e for e, s in zip(examples, teacher["scores"], strict=True)]
             print(f"{name}: {len(taught)} examples, {sum(bool(e.teacher) for e in taught)} taught", flush=True)
@@ -179,7 +180,7 @@ def main() -> None:
     dev = claim_gold(claims, corpus, claims.uids("dev", None))
     if any([r["uid"] for r in claim_rows] != [c.uid for c in dev] or set(RETRIEVER_METRICS) - set(claim_rows[0]) for claim_rows in rows_by.values()):
         sys.exit(f"the rows saved in {out_dir} are of other claims or measures; remove them to rank every retriever again")
-    retrievers = {} if "bm25" in rows_by else {"bm25": bm25}
+    retrievers = {} if "bm25" in rows_by else {"bm25": bm25()}
     if "flipr-r0" not in rows_by:
         trained = {"flipr-r0": Flipr.load(config.retriever.model_copy(update={"checkpoint": store.latest("flipr_checkpoint", "flipr-r0").path})), **trained}
     builds, doc_tokens = {}, None

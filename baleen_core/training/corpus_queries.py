@@ -20,16 +20,12 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping
-from typing import Protocol
 
 from baleen_core.condensing.layouts import PassageSentences
+from baleen_core.retrieval.recall import Ranker
 from baleen_core.training.flipr_trainer import FliprExample
 
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
-
-
-class ClaimOnlyRanker(Protocol):
-    def rank(self, claim: str, context: tuple[str, ...], depth: int, exclude: set[int]) -> list[tuple[int, float]]: ...
 
 
 def subject_name(title: str) -> str:
@@ -47,7 +43,7 @@ def corpus_query(passage: PassageSentences, rng: random.Random) -> str:
 
 
 def corpus_query_examples(
-    passages: Mapping[int, PassageSentences], passage_text: Mapping[int, str], ranker: ClaimOnlyRanker, count: int, hard_negatives: int, seed: int
+    passages: Mapping[int, PassageSentences], passage_text: Mapping[int, str], ranker: Ranker, count: int, hard_negatives: int, seed: int
 ) -> list[FliprExample]:
     """``count`` corpus queries (all passages with a sentence, when fewer), from passages drawn by
     ``seed`` uniformly over the corpus, in pid order. ``passage_text``: ``title | text`` by pid, as
