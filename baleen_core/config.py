@@ -278,7 +278,7 @@ class OptimizerConfig(_Strict):
 #: fingerprint names them only when set away from their defaults, so older stores keep their models.
 OPTIMIZER_FIELDS_ADDED_LATER = ("cpu_precision",)
 # reader settings added after stores recorded readers and engine runs: left out of fingerprints while unset
-READER_FIELDS_ADDED_LATER = ("last_read_facts",)
+READER_FIELDS_ADDED_LATER = ("last_read_facts", "lexical_coverage")
 
 
 class FliprTrainingConfig(OptimizerConfig):
@@ -529,6 +529,13 @@ class ReaderConfig(_Strict):
         description="What the reader reads, in training and in the engine: the best N facts of the claim's last stage-2 read (its context "
         "and the new facts, by stage 2's score; condenser.top_facts of them at most), instead of its evidence; None: the evidence, as "
         "the reference reads it. The evidence graded as the claim's final facts is the same either way.",
+    )
+    lexical_coverage: bool = Field(
+        default=False,
+        description="Train a second expert beside the reader: a logistic regression over which of the claim's words and names its facts "
+        "never mention (HoVer's NOT_SUPPORTED claims are mostly supported ones with a name or word swapped), fitted on the reader's "
+        "training examples and saved with it; the verdict combines both experts' odds (baleen_core.condensing.lexical). A saved "
+        "reader keeps the experts it was trained with.",
     )
     device: Literal["auto", "cpu", "cuda"] = "auto"
 

@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--k-claim-first-hop K]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--k-claim-first-hop K]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -88,6 +88,10 @@ def main() -> None:
     parser.add_argument(
         "--reader-last-read-facts", type=int, default=None,
         help="reader.last_read_facts: the reader reads the best N facts of each claim's last stage-2 read instead of its evidence (default: the evidence)",
+    )
+    parser.add_argument(
+        "--reader-lexical-coverage", action="store_true",
+        help="reader.lexical_coverage: a second expert beside the reader, over which of the claim's words and names its facts never mention",
     )
     parser.add_argument(
         "--reader-augment", default=None, type=lambda text: [kind for kind in text.split(",") if kind],
@@ -192,7 +196,7 @@ def main() -> None:
     search = {"fusion": args.fusion if args.fusion != "none" else None, "k_claim_first_hop": args.k_claim_first_hop or None}
     if search := {key: value for key, value in search.items() if value is not None}:
         settings["search"] = search
-    reader = {"scoring": args.reader_scoring, "last_read_facts": args.reader_last_read_facts}
+    reader = {"scoring": args.reader_scoring, "last_read_facts": args.reader_last_read_facts, "lexical_coverage": args.reader_lexical_coverage or None}
     if reader := {key: value for key, value in reader.items() if value is not None}:
         settings["reader"] = reader
     config_path = work / "training.yaml"

@@ -18,7 +18,8 @@ Every function takes many queries at once, so the encoder sees full, length-sort
   claim's hop count.
 - :func:`condense_hop` chains them for one hop of many claims (what the engine, stage 2's
   training examples and the condenser evaluation all run).
-- :func:`read_verdicts` gives P(SUPPORTED) from claim + facts.
+- :func:`read_verdicts` gives P(SUPPORTED) from claim + facts (with the reader's lexical
+  coverage expert when it was trained with one: :mod:`baleen_core.condensing.lexical`).
 """
 
 from __future__ import annotations
@@ -187,7 +188,11 @@ def reader_facts(evidence: Sequence[tuple[Sentence, float]], last_read: Sequence
 
 
 def read_verdicts(model: SequenceModel, claims: Sequence[str], facts: Sequence[Sequence[str]], config: ReaderConfig) -> list[float]:
-    """P(SUPPORTED) per claim."""
+    """P(SUPPORTED) per claim: the reader's, combined with its lexical coverage expert's when it
+    has one (``model.lexical``)."""
     ids = model.token_cache([t for claim, fs in zip(claims, facts, strict=True) for t in (claim, *fs)])
     windows = [reader_window(model.tokenizer, c, fs, config.claim_maxlen, config.fact_maxlen, config.maxlen, ids) for c, fs in zip(claims, facts, strict=True)]
-    return [float(logits.softmax(-1)[0, 1]) for logits in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]
+    probs = [float(logits.softmax(-1)[0, 1]) for logits in model.predict(windows, config.batch_size, config.gpu_batch_tokens)]
+    if model.lexical is None:
+        return probs
+    return [model.lexical.prob_supported(c, fs, p) for c, fs, p in zip(claims, facts, probs, strict=True)]

@@ -10,7 +10,8 @@ All three are a :class:`SequenceModel` of one ``kind``:
   (:class:`AlignmentHead`).
 
 A checkpoint directory holds ``backbone/`` (Hugging Face format, with its tokenizer), ``head.pt``
-(the head's state dict, loaded with ``weights_only=True``) and ``model_config.json``.
+(the head's state dict, loaded with ``weights_only=True``) and ``model_config.json``; a reader
+trained with ``reader.lexical_coverage`` also holds its second expert (``lexical.LEXICAL_FILE``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from baleen_core.condensing.layouts import PaddedBatch, SpecialIds, TokenCache, Window, pad_windows
+from baleen_core.condensing.lexical import LexicalCoverage
 from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.retrieval.modeling import batch_limits, engine_attention, length_batches, load_pretrained, resolve_device, training_chunk_tokens
 
@@ -179,6 +181,7 @@ class SequenceModel:
         self.device = device
         self.source = source
         self.cpu_bfloat16 = False  # see use_cpu_precision
+        self.lexical: LexicalCoverage | None = None  # a reader's second expert, when it was trained with one (reader.lexical_coverage)
 
     def use_cpu_precision(self, precision: str) -> SequenceModel:
         """Predict in ``precision`` ('float32' or 'bfloat16', by autocast) when on a CPU; returns self."""
@@ -200,7 +203,7 @@ class SequenceModel:
             module.backbone = torch.compile(module.backbone, dynamic=True)
         made = [f"weights in {str(dtype).removeprefix('torch.')}"] * (dtype is not None) + ["compiled"] * compile_backbone
         copied = SequenceModel(self.kind, module, self.tokenizer, self.device, f"{self.source} ({', '.join(made) or 'copy'}, for inference)")
-        copied.token_cache, copied.cpu_bfloat16 = self.token_cache, self.cpu_bfloat16
+        copied.token_cache, copied.cpu_bfloat16, copied.lexical = self.token_cache, self.cpu_bfloat16, self.lexical
         return copied
 
     @classmethod
@@ -223,7 +226,10 @@ class SequenceModel:
         if saved:
             module.head.load_state_dict(torch.load(source / HEAD_FILE, map_location="cpu", weights_only=True))
         device = resolve_device(device) if isinstance(device, str) else device
-        return cls(kind, module, tokenizer, device, str(source))
+        model = cls(kind, module, tokenizer, device, str(source))
+        if saved and kind == "reader":
+            model.lexical = LexicalCoverage.load(source)
+        return model
 
     @classmethod
     def condenser_to_train(cls, stage: Literal["stage1", "stage2"], condenser: CondenserConfig, head_seed: int) -> SequenceModel:
@@ -250,6 +256,8 @@ class SequenceModel:
         self.tokenizer.save_pretrained(directory / "backbone")
         torch.save(self.module.head.state_dict(), directory / HEAD_FILE)
         (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, "scoring": self.module.scoring, "architecture": type(self.module.backbone).__name__, "trained_from": self.source}, indent=2))
+        if self.lexical is not None:
+            self.lexical.save(directory)
         return directory
 
     @classmethod
@@ -299,6 +307,7 @@ class SequenceModel:
     def load_weights(self, directory: Path | str) -> None:
         loaded = SequenceModel.load(self.kind, directory, self.device)
         self.module.load_state_dict(loaded.module.state_dict())
+        self.lexical = loaded.lexical
 
     # ---- scoring ----
     def logits(self, windows: Sequence[Window]) -> torch.Tensor:

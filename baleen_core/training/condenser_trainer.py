@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from baleen_core.condensing.condense import Stage1Query, condense_stage1, stage1_inputs, stage2_candidates
 from baleen_core.condensing.layouts import PassageSentences, Sentence, passage_or_nothing, reader_window, stage2_window
+from baleen_core.condensing.lexical import LexicalCoverage
 from baleen_core.condensing.models import READER_LABELS, SequenceModel
 from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig
 from baleen_core.training.loop import train_epochs
@@ -347,12 +348,25 @@ def train_stage2(model: SequenceModel, train: Sequence[Stage2Example], validatio
 
 def train_reader(model: SequenceModel, train: Sequence[ReaderExample], validation: Sequence[ReaderExample], reader: ReaderConfig, config: ReaderTrainingConfig, work_dir: Path, on_step: Callable[[dict], None] | None = None):
     """The reader on ``train``; with ``config.contrast_margin``, each contrast pair of ``train``
-    (:func:`contrast_pairs`) is shuffled as one unit and adds its hinge to the loss."""
+    (:func:`contrast_pairs`) is shuffled as one unit and adds its hinge to the loss. With
+    ``reader.lexical_coverage``, its lexical coverage expert is then fitted on ``train`` and saved
+    in the returned checkpoint (without it, the model carries none)."""
+    model.lexical = None  # an expert of the reader it started from would be saved into every epoch's checkpoint
     if config.contrast_margin is None:
-        return train_epochs(model, train, lambda batch: reader_loss(model, batch, reader), config, work_dir, on_step, validation)
-    pairs = contrast_pairs(train)
-    paired = {i for pair in pairs for i in pair}
-    units = [list(pair) for pair in pairs] + [[i] for i in range(len(train)) if i not in paired]
-    twin_of = {train[s]: train[u] for s, u in pairs}
-    loss = lambda batch: reader_loss(model, batch, reader, config.contrast_margin, twin_of)  # noqa: E731
-    return train_epochs(model, train, loss, config, work_dir, on_step, validation, units=units)
+        last, history = train_epochs(model, train, lambda batch: reader_loss(model, batch, reader), config, work_dir, on_step, validation)
+    else:
+        pairs = contrast_pairs(train)
+        paired = {i for pair in pairs for i in pair}
+        units = [list(pair) for pair in pairs] + [[i] for i in range(len(train)) if i not in paired]
+        twin_of = {train[s]: train[u] for s, u in pairs}
+        loss = lambda batch: reader_loss(model, batch, reader, config.contrast_margin, twin_of)  # noqa: E731
+        last, history = train_epochs(model, train, loss, config, work_dir, on_step, validation, units=units)
+    model.lexical = fit_lexical_coverage(train) if reader.lexical_coverage else None
+    if model.lexical is not None:
+        model.lexical.save(last)
+    return last, history
+
+
+def fit_lexical_coverage(examples: Sequence[ReaderExample]) -> LexicalCoverage:
+    """The reader's lexical coverage expert, fitted on its training ``examples``."""
+    return LexicalCoverage.fit([e.claim for e in examples], [e.facts for e in examples], [e.label == SUPPORTED for e in examples])

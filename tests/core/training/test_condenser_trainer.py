@@ -17,6 +17,7 @@ from baleen_core.training.condenser_trainer import (
     Stage2Example,
     contrast_pairs,
     contrastive_ce,
+    fit_lexical_coverage,
     reader_examples,
     reader_loss,
     stage1_examples,
@@ -27,6 +28,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage2,
 )
 from baleen_core.condensing.layouts import reader_window
+from baleen_core.condensing.lexical import LEXICAL_FILE
 from helpers import passage
 
 COLOURS = ["red", "green", "blue", "amber", "violet", "silver", "coral", "olive", "ochre", "teal", "plum", "rust"]
@@ -230,3 +232,28 @@ def test_reader_learns_a_label_it_can_only_read_from_the_facts(tmp_path):
     accuracy = sum((p > 0.5) == bool(e.label) for p, e in zip(probs, test, strict=True)) / len(test)
     assert history[-1]["loss"] < history[0]["loss"]
     assert accuracy >= 0.8
+
+
+def test_a_reader_trained_with_lexical_coverage_saves_its_expert_and_reads_with_it(tmp_path):
+    data = []
+    for i in range(6):  # a true claim and its edit per fact
+        fact = (f"Zorvik{i} | Zorvik{i} flies a {COLOURS[i]} flag.",)
+        data += [ReaderExample(f"t{i}", f"Zorvik{i} flies a {COLOURS[i]} flag.", fact, 1), ReaderExample(f"e{i}", f"Zorvik{i} flies a {COLOURS[i + 1]} flag.", fact, 0)]
+    reader, training = ReaderConfig(device="cpu", lexical_coverage=True), ReaderTrainingConfig(epochs=1, batch_size=4, **FAST)
+    model = SequenceModel.load("reader", default_backbone(), "cpu")
+    last, _ = train_reader(model, data, [], reader, training, tmp_path / "with")
+    assert model.lexical == fit_lexical_coverage(data) and (last / LEXICAL_FILE).exists()
+    loaded = SequenceModel.load("reader", last, "cpu")
+    assert loaded.lexical == model.lexical
+    resumed = SequenceModel.load("reader", default_backbone(), "cpu")
+    resumed.load_weights(last)  # a resumed pipeline takes a finished reader's weights this way
+    assert resumed.lexical == model.lexical
+    claims, facts = [e.claim for e in data], [e.facts for e in data]
+    combined = read_verdicts(loaded, claims, facts, reader)
+    loaded.lexical = None
+    alone = read_verdicts(loaded, claims, facts, reader)
+    assert combined == pytest.approx([model.lexical.prob_supported(c, f, p) for c, f, p in zip(claims, facts, alone, strict=True)])
+    assert min(c - a for c, a, e in zip(combined, alone, data, strict=True) if e.label == 1) > 0  # every true claim's words are covered
+    # without the setting the reader carries no expert, even when it started from one that had
+    last, _ = train_reader(model, data, [], ReaderConfig(device="cpu"), training, tmp_path / "without")
+    assert model.lexical is None and not (last / LEXICAL_FILE).exists()
