@@ -255,7 +255,8 @@ def train_condensers_and_reader(
         return reader_examples(reader_claims(final, gold, cfg3.max_examples), cfg3.inputs)
 
     def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
-        return {**fit_held_out(*args), "calibration": calibration}
+        record = {**fit_held_out(*args), "calibration": calibration}
+        return record | ({"lexical_coverage": reader.lexical.summary()} if reader.lexical is not None else {})
 
     def fit_stage2(train: list, held: list, work_dir: Path) -> tuple[Path, list[dict]]:  # from the backbone, or from the stage 1 just trained
         if cfg2.start == "stage1":

@@ -89,6 +89,29 @@ def pooled_claim_rows(packs: Sequence[Sequence[Mapping]]) -> list[Mapping]:
     return pooled
 
 
+#: The ``claim_metrics`` columns a comparison's results file carries per claim (:func:`carried_claim_rows`):
+#: what its blocks and pairs are computed from, so that a later comparison can pool these claims
+#: without the stores they came from (which a new machine does not have).
+CARRIED_COLUMNS = ("uid", "num_hops", "gold_label", "label", *RESULT_METRICS, "depth", "final_facts", "final_passages")
+
+
+def carried_claim_rows(rows_by_name: Mapping[str, Sequence[Mapping]]) -> dict:
+    """``{"columns": CARRIED_COLUMNS, NAME: [[value, ...] per claim]}``: each named run's claim rows,
+    compactly, for a results file's ``claim_rows``."""
+    return {"columns": list(CARRIED_COLUMNS), **{name: [[r.get(c) for c in CARRIED_COLUMNS] for r in rows] for name, rows in rows_by_name.items()}}
+
+
+def claim_rows_from_results(document: Mapping, name: str) -> list[dict]:
+    """The claim rows a results file carries for the run ``name`` (:func:`carried_claim_rows`).
+    ValueError when it carries none, or none of that name."""
+    carried = document.get("claim_rows")
+    if not carried:
+        raise ValueError("this results file carries no claim rows (written before compare_runs.py kept them)")
+    if name not in carried or name == "columns":
+        raise ValueError(f"this results file carries no run named {name!r}; it carries {', '.join(k for k in carried if k != 'columns')}")
+    return [dict(zip(carried["columns"], values, strict=True)) for values in carried[name]]
+
+
 def majority_class(rows: Sequence[Mapping]) -> float | None:
     """Accuracy of always answering the most common gold label (None on an unlabelled split)."""
     labels = Counter(r["gold_label"] for r in rows if r.get("gold_label") is not None)

@@ -21,6 +21,14 @@ next levers on two packs").
     python benchmarks/compare_runs.py --run NEW PACK1_NEW --run NEW PACK2_NEW --run OLD PACK1_OLD
         --run OLD PACK2_OLD --out benchmarks/results/NAME.json
 
+The results file carries each name's claim rows (``claim_rows``), so that a pack compared in an
+earlier session (whose stores a new machine no longer has) pools with a new one: give that file
+in place of a work folder, as ``FILE.json`` (the rows recorded under the same name) or
+``FILE.json#RECORDED_NAME``.
+
+    python benchmarks/compare_runs.py --run NEW benchmarks/results/PACK1.json --run NEW PACK2_NEW
+        --run OLD benchmarks/results/PACK1.json --run OLD PACK2_OLD --out benchmarks/results/NAME.json
+
 A run given as ``DIR@RUN_ID`` takes that evaluation run's ``claim_metrics`` instead of the newest:
 two evaluations of one store (e.g. with and without ``--fusion bm25``, same trained models). A run
 given as ``DIR[@RUN_ID]:SYSTEM`` takes that system instead of ``--system`` (e.g. ``flipr-alone``,
@@ -48,13 +56,21 @@ if TYPE_CHECKING:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"), help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM] (the first is compared with each other one)")
+    parser.add_argument(
+        "--run", nargs=2, action="append", required=True, metavar=("NAME", "WORK"),
+        help="a run's name and its --work directory, WORK[@RUN_ID][:SYSTEM], or an earlier results file of this script, FILE.json[#RECORDED_NAME] (the first is compared with each other one)",
+    )
     parser.add_argument("--system", default="baleen", help="the evaluated system to compare")
     add_split_option(parser)  # a dev comparison labelled as held-out training claims (or the reverse) misleads whoever reads the file
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    runs = []
-    for name, given in args.run:  # WORK[@RUN_ID][:SYSTEM]
+    runs, recorded = [], {}  # recorded: (name, file) → the claim rows and budget an earlier results file carries
+    for name, given in args.run:  # WORK[@RUN_ID][:SYSTEM] or FILE.json[#RECORDED_NAME]
+        if given.partition("#")[0].endswith(".json"):
+            path, _, as_named = given.partition("#")
+            recorded[(name, Path(path))] = _recorded_run(Path(path), as_named or name, args.system)
+            runs.append((name, Path(path), None, args.system))
+            continue
         given, _, system = given.partition(":")
         work, _, run_id = given.partition("@")
         runs.append((name, Path(work), run_id or None, system or args.system))
@@ -62,19 +78,23 @@ def main() -> None:
     packs = {name: sum(1 for n, *_ in runs if n == name) for name in names}
     if len(names) < 2 or len(set(packs.values())) > 1:
         sys.exit("give at least two names, each with one --run NAME WORK per pack (the same number of packs for every name)")
-    for _, work, *_ in runs:
-        if not (work / "training.yaml").is_file():
+    for name, work, *_ in runs:
+        if (name, work) not in recorded and not (work / "training.yaml").is_file():
             sys.exit(f"{work} holds no training benchmark run (no training.yaml)")
     try:
-        split = agreed_split({f"{name} ({work})": recorded_split(work) for name, work, *_ in runs}, args.split)
+        split = agreed_split({f"{name} ({work})": recorded[(name, work)]["split"] if (name, work) in recorded else recorded_split(work) for name, work, *_ in runs}, args.split)
     except ValueError as err:
         sys.exit(str(err))
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
-    from baleen_core.results import pooled_claim_rows, results_document, results_table
+    from baleen_core.results import carried_claim_rows, pooled_claim_rows, results_document, results_table
     from baleen_storage import ArtifactStore, StoreError
 
     pack_rows, pack_budgets = {name: [] for name in names}, {name: [] for name in names}
     for name, work, run_id, system in runs:
+        if (name, work) in recorded:
+            pack_rows[name].append(recorded[(name, work)]["rows"])
+            pack_budgets[name].append(recorded[(name, work)]["budget"])
+            continue
         store, producer = ArtifactStore(work / "store"), f"eval-{system}"
         if not store.refs("claim_metrics", producer):
             sys.exit(f"{work} holds no evaluation of {system}: run benchmarks/evaluation.py --work {work} first")
@@ -101,6 +121,7 @@ def main() -> None:
     shared = sum(len(pack) for pack in pack_rows[names[0]]) - len(rows[names[0]])
     budgets = {name: done[0] if len(done) == 1 else done for name, done in pack_budgets.items()}
     document = results_document(rows, {}, split, None, budgets={"system": args.system, "runs": budgets}, main=names[0])
+    document["claim_rows"] = carried_claim_rows(rows)
     if packs[names[0]] > 1:  # a claim held out in two packs counts once, from the first (pooled_claim_rows)
         document["pooled"] = {"packs": packs[names[0]], "claims": len(rows[names[0]]), "shared_claims_counted_once": shared}
         print(f"{packs[names[0]]} packs pooled: {len(rows[names[0]])} claims, {shared} held out in more than one pack counted once (from the first)")
@@ -108,6 +129,23 @@ def main() -> None:
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))
     print(f"\nwritten: {args.out}")
+
+
+def _recorded_run(path: Path, name: str, system: str) -> dict:
+    """The claim rows, split and budget that an earlier results file of this script carries for
+    the run it named ``name`` (exits with what is wrong when it cannot)."""
+    from baleen_core.results import claim_rows_from_results
+
+    try:
+        document = json.loads(path.read_text())
+        rows = claim_rows_from_results(document, name)
+    except (OSError, ValueError) as err:
+        sys.exit(f"{path}: {err}")
+    recorded_system = (document.get("budgets") or {}).get("system")
+    if recorded_system != system:
+        sys.exit(f"{path} compared {recorded_system!r}, not {system!r}")
+    budget = ((document.get("budgets") or {}).get("runs") or {}).get(name)
+    return {"rows": rows, "split": document.get("split"), "budget": {"from_results_file": str(path), "commit": document.get("commit"), "recorded": budget}}
 
 
 def _models_training(store: ArtifactStore, predictions: ArtifactRef, newest_flipr: bool) -> tuple[dict, dict]:

@@ -126,6 +126,8 @@ def _train_and_publish(
         with Progress(steps, f"{title} ({len(train)} examples, {len(validation)} held out)", unit="step") as progress:
             last, history = fit(train, validation, work_dir, lambda record: progress.update(1))
         stats = {"held_out_examples": len(validation), **(extra or {})}
+        if model.lexical is not None:  # the reader's second expert, fitted once the reader trained
+            stats["lexical_coverage"] = model.lexical.summary()
         outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
         shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
     return outputs

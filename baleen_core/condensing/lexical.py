@@ -129,6 +129,11 @@ class LexicalCoverage:
         """The reader's ``prob_reader`` combined with this model's odds (:func:`combine`)."""
         return combine(prob_reader, self.log_odds(claim, facts), self.prior_log_odds)
 
+    def summary(self) -> dict:
+        """What it learned, for a training record: each feature's weight (on the standardised
+        feature), the bias, the prior and how many examples it was fitted on."""
+        return {"weights": dict(zip(FEATURES, self.weights, strict=True)), "bias": self.bias, "prior_log_odds": self.prior_log_odds, "examples": self.examples}
+
     def save(self, directory: Path | str) -> Path:
         path = Path(directory) / LEXICAL_FILE
         path.write_text(json.dumps({"features": list(FEATURES), **{k: getattr(self, k) for k in self.__dataclass_fields__}}, indent=2))

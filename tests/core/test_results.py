@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from baleen_core.results import RESULT_METRICS, majority_class, paired_results, pooled_claim_rows, results_document, results_table
+from baleen_core.results import RESULT_METRICS, carried_claim_rows, claim_rows_from_results, majority_class, paired_results, pooled_claim_rows, results_document, results_table
 
 
 def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED", passages=2, depth=100):
@@ -76,6 +76,23 @@ def test_a_claim_held_out_in_two_packs_counts_once_from_the_first():
     base = pooled_claim_rows([[_row("p1-a", 2, 0.5)], [_row("p1-a", 2, 0.5), _row("p2-b", 3, 0.5)]])
     assert [(r["uid"], r["passage_f1"]) for r in lever] == [("p1-a", 1.0), ("p2-b", 0.75)]
     assert paired_results(lever, base, samples=200)["all"]["passage_f1"]["mean"] == pytest.approx((0.5 + 0.25) / 2)
+
+
+def test_claim_rows_carried_in_a_results_file_pool_as_the_store_rows_do():
+    """A pack compared in an earlier session travels as its results file's claim rows: pooled with
+    a new pack's store rows, the pairs come out as they would from both stores."""
+    lever_1, base_1 = [_row("p1-a", 2, 1.0), _row("p1-b", 3, 0.5, label="NOT_SUPPORTED")], [_row("p1-a", 2, 0.5), _row("p1-b", 3, 0.5, label="NOT_SUPPORTED")]
+    lever_2, base_2 = [_row("p2-a", 2, 0.25)], [_row("p2-a", 2, 0.5)]
+    document = json.loads(json.dumps({**results_document({"lever": lever_1, "base": base_1}, {}, "held-out train", None, main="lever"), "claim_rows": carried_claim_rows({"lever": lever_1, "base": base_1})}))
+    carried = {name: claim_rows_from_results(document, name) for name in ("lever", "base")}
+    assert [{k: r.get(k) for k in carried["base"][0]} for r in base_1] == carried["base"]  # every carried column, as it was
+    from_file = paired_results(pooled_claim_rows([carried["lever"], lever_2]), pooled_claim_rows([carried["base"], base_2]), samples=200)
+    from_stores = paired_results(pooled_claim_rows([lever_1, lever_2]), pooled_claim_rows([base_1, base_2]), samples=200)
+    assert from_file == from_stores and from_file["all"]["passage_f1"]["mean"] == pytest.approx(0.25 / 3)
+    with pytest.raises(ValueError, match="carries no run named 'other'; it carries lever, base"):
+        claim_rows_from_results(document, "other")
+    with pytest.raises(ValueError, match="carries no claim rows"):
+        claim_rows_from_results({"systems": {}}, "lever")
 
 
 def test_majority_class_ignores_unlabelled_claims():

@@ -407,3 +407,32 @@ def test_a_store_copied_and_moved_elsewhere_retrains_and_rebuilds_nothing(pipeli
     searcher, _ = open_searcher(ArtifactStore(moved), settings.search, "cpu", refs["index"])
     assert Path(searcher.flipr.config.checkpoint).is_relative_to(moved)
     assert Path(refs["index"].manifest.params["retriever"]["checkpoint"]).is_relative_to(pipeline_world.store.root)  # as recorded
+
+
+def test_a_reader_with_the_lexical_expert_is_the_same_reader_plus_the_expert(pipeline_world, tmp_path):
+    """``reader.lexical_coverage`` on a copy of the store: the condensers and the engine's facts for
+    the held-out claims are reused; the reader retrains step for step as before (seeded: the same
+    losses), then its expert is fitted, recorded in its manifest and saved in its checkpoint, so
+    that a paired comparison of the two differs by the expert alone."""
+    from baleen_core.condensing import SequenceModel
+    from baleen_core.condensing.lexical import FEATURES, LexicalCoverage
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, reader=config.reader.model_copy(update={"lexical_coverage": True}))
+    trained = condensers_flow(copy_config)
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
+    reader, before = trained["reader"], refs["training/reader"]
+    assert reader.fingerprint != before.fingerprint and reader.manifest.params["reader"]["lexical_coverage"] is True
+    assert "lexical_coverage" not in before.manifest.params["reader"] and "lexical_coverage" not in before.manifest.stats
+
+    def losses(store: ArtifactStore, ref) -> list[float]:
+        steps = store.find_outputs(["reader_checkpoint", "training_steps"], ref.manifest.producer, ref.fingerprint)["training_steps"]
+        return store.read_table(steps).column("loss").to_pylist()
+
+    assert losses(ArtifactStore(copy), reader) == losses(pipeline_world.store, before) != []
+    expert = SequenceModel.load("reader", reader.path, "cpu").lexical
+    assert isinstance(expert, LexicalCoverage) and expert.examples == reader.manifest.stats["examples"]
+    assert reader.manifest.stats["lexical_coverage"] == expert.summary() and list(expert.summary()["weights"]) == list(FEATURES)
+    assert SequenceModel.load("reader", before.path, "cpu").lexical is None
