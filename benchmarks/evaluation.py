@@ -13,7 +13,8 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    its interval, the paired differences, final-fact counts, claims/s, commit, machine, budgets and
    the condensers' and reader's heads) to
    ``benchmarks/results/hover-mini-dev.json`` (``hover-mini-dev-first<N>.json`` with
-   ``--max-claims N``, so a partial run never overwrites the whole one). The README's table is
+   ``--max-claims N``, so a partial run never overwrites the whole one; ``hover-mini-held-out*.json``
+   on a pack whose dev claims are held-out training claims). The README's table is
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
@@ -43,7 +44,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="the training benchmark's working directory (created when missing)")
     parser.add_argument("--max-claims", type=int, default=None, help="evaluate only the first N dev claims")
     parser.add_argument("--systems", default=None, help="comma-separated systems (default: the training benchmark's evaluation.systems)")
-    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (default: benchmarks/results/hover-mini-dev[-first<N>].json; hover-mini-held-out[...] on a held-out pack)")
     parser.add_argument(
         "--split", choices=[HELD_OUT_SPLIT, DEV_SPLIT], default=None,
         help="what the pack's dev claims are, for the results file (default: what the pack's pack.json says, 'held-out train' for a pack from "
@@ -143,7 +144,8 @@ def main() -> None:
         unresolved_claims=unresolved_claims(store, claims, "dev"),
     )
     record_split(args.work, args.hover_mini, split)  # for compare_runs.py: the store keeps the claims, not what they are
-    out = args.out or RESULTS / (f"hover-mini-dev-first{args.max_claims}.json" if args.max_claims else "hover-mini-dev.json")
+    stem = "hover-mini-dev" if split == DEV_SPLIT else "hover-mini-held-out"  # a held-out pack's numbers never land in the dev file
+    out = args.out or RESULTS / (f"{stem}-first{args.max_claims}.json" if args.max_claims else f"{stem}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1) + "\n")
     print(f"\nresults file: {out}\n\n{results_table(document)}")
