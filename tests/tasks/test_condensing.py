@@ -106,9 +106,11 @@ def test_the_engine_runs_with_the_readers_evidence_rule_and_old_runs_keep_their_
 
 
 def test_a_reader_reading_the_last_read_is_a_reader_of_its_own_and_the_default_keeps_stores_readers():
-    """``reader.last_read_facts``: unset, the reader's and the engine runs' recorded settings are
-    what stores recorded before it existed; set, another reader and other runs."""
+    """``reader.last_read_facts`` and ``reader.lexical_coverage``: unset, the reader's and the
+    engine runs' recorded settings are what stores recorded before they existed; set, another
+    reader and other runs."""
     default = ReaderConfig()
-    assert reader_settings(default) == default.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint", "last_read_facts"})
+    assert reader_settings(default) == default.model_dump(mode="json", exclude={"device", "batch_size", "checkpoint", "last_read_facts", "lexical_coverage"})
     assert reader_settings(default.model_copy(update={"last_read_facts": 9}))["last_read_facts"] == 9
+    assert reader_settings(default.model_copy(update={"lexical_coverage": True}))["lexical_coverage"] is True
     assert reader_settings(default.model_copy(update={"device": "cpu", "batch_size": 4})) == reader_settings(default)
