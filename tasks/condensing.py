@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from prefect import task
@@ -113,9 +113,11 @@ def _train_and_publish(
     title: str,
     force: bool,
     extra: dict | None = None,
+    fitted_stats: Callable[[], dict] | None = None,
 ) -> dict[str, ArtifactRef]:
     """Train on ``sets`` (train, held out) with a progress display, publish, drop the epoch
-    checkpoints. The work directory is held while training: a second run of the same fingerprint
+    checkpoints. The manifest's stats are ``extra`` plus, when given, ``fitted_stats()`` taken
+    once training has finished (what only the trained model knows). The work directory is held while training: a second run of the same fingerprint
     waits, then reuses what the first published."""
     train, validation = sets
     waiting = lambda: run_logger().info("another run is training this same %s in work/: waiting for it", meta["producer"])  # noqa: E731
@@ -125,9 +127,7 @@ def _train_and_publish(
         steps = config.epochs * -(-len(train) // config.batch_size)
         with Progress(steps, f"{title} ({len(train)} examples, {len(validation)} held out)", unit="step") as progress:
             last, history = fit(train, validation, work_dir, lambda record: progress.update(1))
-        stats = {"held_out_examples": len(validation), **(extra or {})}
-        if model.lexical is not None:  # the reader's second expert, fitted once the reader trained
-            stats["lexical_coverage"] = model.lexical.summary()
+        stats = {"held_out_examples": len(validation), **(extra or {}), **(fitted_stats() if fitted_stats else {})}
         outputs = publish_trained_model(store, artifact, model.kind, round_number, last, history, len(train), str(model.device), meta, title, stats)
         shutil.rmtree(work_dir, ignore_errors=True)  # published: the epoch checkpoints are no longer needed
     return outputs
@@ -311,7 +311,11 @@ def train_claim_reader(
     train, held_out = reader_training_sets(examples, config)
     extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
     extra["contrast_pairs"] = len(contrast_pairs(train))  # what training.reader.contrast_margin would pair, set or not
-    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra)
+
+    def expert_stats() -> dict:  # the second expert is fitted once the reader has trained
+        return {"lexical_coverage": model.lexical.summary()} if model.lexical is not None else {}
+
+    return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra, expert_stats)
 
 
 def read_reader_claims(
