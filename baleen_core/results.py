@@ -101,6 +101,17 @@ def carried_claim_rows(rows_by_name: Mapping[str, Sequence[Mapping]]) -> dict:
     return {"columns": list(CARRIED_COLUMNS), **{name: [[r.get(c) for c in CARRIED_COLUMNS] for r in rows] for name, rows in rows_by_name.items()}}
 
 
+def results_json(document: Mapping) -> str:
+    """``document`` as JSON, indented, with each carried claim row (``claim_rows``,
+    :func:`carried_claim_rows`) on one line of its own (indenting every value put each number on a line)."""
+    carried = document.get("claim_rows")
+    if not carried:
+        return json.dumps(document, indent=1) + "\n"
+    runs = [f"  {json.dumps(name)}: " + ("[\n" + ",\n".join(f"   {json.dumps(row)}" for row in rows) + "\n  ]" if name != "columns" else json.dumps(rows)) for name, rows in carried.items()]
+    placeholder = {**document, "claim_rows": None}
+    return json.dumps(placeholder, indent=1).replace('\n "claim_rows": null', '\n "claim_rows": {\n' + ",\n".join(runs) + "\n }", 1) + "\n"
+
+
 def claim_rows_from_results(document: Mapping, name: str) -> list[dict]:
     """The claim rows a results file carries for the run ``name`` (:func:`carried_claim_rows`).
     ValueError when it carries none, or none of that name."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from baleen_core.results import RESULT_METRICS, carried_claim_rows, claim_rows_from_results, majority_class, paired_results, pooled_claim_rows, results_document, results_table
+from baleen_core.results import RESULT_METRICS, carried_claim_rows, claim_rows_from_results, majority_class, paired_results, pooled_claim_rows, results_document, results_json, results_table
 
 
 def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED", passages=2, depth=100):
@@ -83,7 +83,12 @@ def test_claim_rows_carried_in_a_results_file_pool_as_the_store_rows_do():
     a new pack's store rows, the pairs come out as they would from both stores."""
     lever_1, base_1 = [_row("p1-a", 2, 1.0), _row("p1-b", 3, 0.5, label="NOT_SUPPORTED")], [_row("p1-a", 2, 0.5), _row("p1-b", 3, 0.5, label="NOT_SUPPORTED")]
     lever_2, base_2 = [_row("p2-a", 2, 0.25)], [_row("p2-a", 2, 0.5)]
-    document = json.loads(json.dumps({**results_document({"lever": lever_1, "base": base_1}, {}, "held-out train", None, main="lever"), "claim_rows": carried_claim_rows({"lever": lever_1, "base": base_1})}))
+    written = {**results_document({"lever": lever_1, "base": base_1}, {}, "held-out train", None, main="lever"), "claim_rows": carried_claim_rows({"lever": lever_1, "base": base_1})}
+    text = results_json(written)
+    document = json.loads(text)
+    assert document == json.loads(json.dumps(written))  # the compact rendering loses nothing
+    row_lines = [json.loads(line.strip().rstrip(",")) for line in text.splitlines() if line.startswith("   [")]
+    assert row_lines == document["claim_rows"]["lever"] + document["claim_rows"]["base"]  # one line per claim
     carried = {name: claim_rows_from_results(document, name) for name in ("lever", "base")}
     assert [{k: r.get(k) for k in carried["base"][0]} for r in base_1] == carried["base"]  # every carried column, as it was
     from_file = paired_results(pooled_claim_rows([carried["lever"], lever_2]), pooled_claim_rows([carried["base"], base_2]), samples=200)
