@@ -84,7 +84,9 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     # tested in tests/core/training/test_reader_augmentation.py)
     reader_stats = store.latest("reader_checkpoint").manifest.stats
     assert 0 < reader_stats["rewritten_examples"] < reader_stats["examples"]
-    assert 0 <= reader_stats["contrast_pairs"] <= reader_stats["examples"] // 2  # each example in at most one pair
+    # a swap rewrite reads the very facts of the SUPPORTED example it was made from, with the
+    # opposite label: a contrast pair, counted whether or not training.reader.contrast_margin is set
+    assert 0 < reader_stats["contrast_pairs"] <= reader_stats["examples"] // 2  # each example in at most one pair
     # the held-out training claims: no label round labelled them (so neither FLIPR nor the condensers
     # trained on them); the engine ran over them without its reader, and the reader trained on their final facts
     reader = store.latest("reader_checkpoint")
