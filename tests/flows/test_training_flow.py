@@ -261,6 +261,7 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     assert all(store.latest(f"{k}_checkpoint").path == refs[f"training/{k}"].path for k in models)  # the original is untouched
 
 
+@pytest.mark.slow  # 46 s on 2 cores on the suite's longest path (the pipeline's unit); an option that is off by default
 def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader_on_its_evidence(pipeline_world, tmp_path):
     """``condenser.evidence_rule: first-h-passages`` on a copy of the store: stage 1 and stage 2
     are reused (the rule shapes none of their examples); the engine runs over the held-out claims
@@ -284,6 +285,7 @@ def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader
     assert all(len({pid for pid, _ in final[uid]}) == min(read.hops, len({s.pid for s in read.candidates})) for uid, read in reads.items())
 
 
+@pytest.mark.slow  # 30 s on 2 cores on the suite's longest path (the pipeline's unit); an option that is off by default
 def test_a_reader_reading_the_last_read_retrains_on_its_best_facts_and_records_it(pipeline_world, tmp_path):
     """``reader.last_read_facts`` on a copy of the store: the condensers and the engine's facts for
     the held-out claims are reused (the graded evidence does not read it); only the reader
@@ -411,6 +413,7 @@ def test_a_store_copied_and_moved_elsewhere_retrains_and_rebuilds_nothing(pipeli
     assert Path(refs["index"].manifest.params["retriever"]["checkpoint"]).is_relative_to(pipeline_world.store.root)  # as recorded
 
 
+@pytest.mark.slow  # 30 s on 2 cores on the suite's longest path (the pipeline's unit); an option that is off by default
 def test_a_reader_with_the_lexical_expert_is_the_same_reader_plus_the_expert(pipeline_world, tmp_path):
     """``reader.lexical_coverage`` on a copy of the store: the condensers and the engine's facts for
     the held-out claims are reused; the reader retrains step for step as before (seeded: the same
