@@ -107,9 +107,13 @@ def results_json(document: Mapping) -> str:
     carried = document.get("claim_rows")
     if not carried:
         return json.dumps(document, indent=1) + "\n"
-    runs = [f"  {json.dumps(name)}: " + ("[\n" + ",\n".join(f"   {json.dumps(row)}" for row in rows) + "\n  ]" if name != "columns" else json.dumps(rows)) for name, rows in carried.items()]
-    placeholder = {**document, "claim_rows": None}
-    return json.dumps(placeholder, indent=1).replace('\n "claim_rows": null', '\n "claim_rows": {\n' + ",\n".join(runs) + "\n }", 1) + "\n"
+
+    def entry(name: str, values: list) -> str:  # "columns" is one list; a run is a list of rows
+        body = json.dumps(values) if name == "columns" else "[\n" + ",\n".join(f"   {json.dumps(row)}" for row in values) + "\n  ]"
+        return f"  {json.dumps(name)}: {body}"
+
+    block = "{\n" + ",\n".join(entry(name, values) for name, values in carried.items()) + "\n }"
+    return json.dumps({**document, "claim_rows": None}, indent=1).replace('\n "claim_rows": null', f'\n "claim_rows": {block}', 1) + "\n"
 
 
 def claim_rows_from_results(document: Mapping, name: str) -> list[dict]:

@@ -117,8 +117,9 @@ def _train_and_publish(
 ) -> dict[str, ArtifactRef]:
     """Train on ``sets`` (train, held out) with a progress display, publish, drop the epoch
     checkpoints. The manifest's stats are ``extra`` plus, when given, ``fitted_stats()`` taken
-    once training has finished (what only the trained model knows). The work directory is held while training: a second run of the same fingerprint
-    waits, then reuses what the first published."""
+    once training has finished (what only the trained model knows). The work directory is held
+    while training: a second run of the same fingerprint waits, then reuses what the first
+    published."""
     train, validation = sets
     waiting = lambda: run_logger().info("another run is training this same %s in work/: waiting for it", meta["producer"])  # noqa: E731
     with store.work_dir(f"{model.kind}-{meta['fingerprint']}", on_wait=waiting) as work_dir:
