@@ -28,6 +28,7 @@ import torch
 
 from baleen_core.condensing import SequenceModel
 from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
+from baleen_core.condensing.lexical import training_stats as lexical_training_stats
 from baleen_core.config import BaleenConfig, LabelConfig, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
@@ -256,7 +257,7 @@ def train_condensers_and_reader(
 
     def reader_record(*args) -> dict:  # the threshold the reader trained with is part of what it is
         record = {**fit_held_out(*args), "calibration": calibration}
-        return record | ({"lexical_coverage": reader.lexical.summary()} if reader.lexical is not None else {})
+        return record | lexical_training_stats(reader.lexical)
 
     def fit_stage2(train: list, held: list, work_dir: Path) -> tuple[Path, list[dict]]:  # from the backbone, or from the stage 1 just trained
         if cfg2.start == "stage1":

@@ -18,6 +18,7 @@ from prefect import task
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
+from baleen_core.condensing.lexical import training_stats as lexical_training_stats
 from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
@@ -312,10 +313,7 @@ def train_claim_reader(
     train, held_out = reader_training_sets(examples, config)
     extra["rewritten_examples"] = len(train) + len(held_out) - len(examples)
     extra["contrast_pairs"] = len(contrast_pairs(train))  # what training.reader.contrast_margin would pair, set or not
-
-    def expert_stats() -> dict:  # the second expert is fitted once the reader has trained
-        return {"lexical_coverage": model.lexical.summary()} if model.lexical is not None else {}
-
+    expert_stats = lambda: lexical_training_stats(model.lexical)  # noqa: E731 (the second expert is fitted once the reader has trained)
     return _train_and_publish(store, "reader_checkpoint", round_number, model, fit, (train, held_out), config, meta, f"Reader, round-{round_number} models", force, extra, expert_stats)
 
 

@@ -149,3 +149,9 @@ class LexicalCoverage:
         if raw.get("features") != list(FEATURES):
             raise ValueError(f"{path} was fitted on features {raw.get('features')}, this version computes {list(FEATURES)}: retrain the reader")
         return cls(tuple(raw["weights"]), raw["bias"], tuple(raw["mean"]), tuple(raw["scale"]), raw["prior_log_odds"], raw["examples"])
+
+
+def training_stats(expert: LexicalCoverage | None) -> dict:
+    """A trained reader's record of its second expert: ``{"lexical_coverage": summary}``, or
+    nothing for a reader trained without one."""
+    return {"lexical_coverage": expert.summary()} if expert is not None else {}

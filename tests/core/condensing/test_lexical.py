@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from baleen_core.condensing.lexical import FEATURES, LEXICAL_FILE, LexicalCoverage, combine, coverage_features, words
+from baleen_core.condensing.lexical import FEATURES, LEXICAL_FILE, LexicalCoverage, combine, coverage_features, training_stats, words
 
 FACTS = (
     "Cherie Currie | Cherie Currie is the lead singer of The Runaways.",
@@ -92,3 +92,9 @@ def test_saved_and_loaded_alike_and_a_stale_file_is_named(tmp_path):
     (tmp_path / LEXICAL_FILE).write_text(json.dumps(raw))
     with pytest.raises(ValueError, match="retrain the reader"):
         LexicalCoverage.load(tmp_path)
+
+
+def test_a_readers_training_record_holds_its_expert_only_when_it_has_one():
+    model = LexicalCoverage.fit(*_edited_claims(30))
+    assert training_stats(None) == {}
+    assert training_stats(model) == {"lexical_coverage": model.summary()} and list(training_stats(model)["lexical_coverage"]["weights"]) == list(FEATURES)
