@@ -401,6 +401,13 @@ class ThresholdCalibrationConfig(_Strict):
         min_length=1,
         description="Evidence floors tried per hop count: inf keeps exactly the best evidence_min_facts facts, -inf all of the best max_kept; 0 is the reference's.",
     )
+    evidence_ranker: bool = Field(
+        default=False,
+        description="Also fit the evidence ranker on the same claims' engine run (condenser.evidence_ranker): a logistic regression that "
+        "re-scores what stage 2 read at the last hop from its score and what the words say (the fact's title named in the claim or in "
+        "another passage's fact, the claim's words it holds, its passage's retrieval rank); the floors are then chosen on its scores "
+        "(docs/engine.md).",
+    )
 
 
 class TrainingConfig(_Strict):
@@ -409,6 +416,26 @@ class TrainingConfig(_Strict):
     stage2: Stage2TrainingConfig = Stage2TrainingConfig()
     calibration: ThresholdCalibrationConfig = ThresholdCalibrationConfig()
     reader: ReaderTrainingConfig = ReaderTrainingConfig()
+
+
+class EvidenceRankerWeights(_Strict):
+    """A fitted evidence ranker (``baleen_core.condensing.evidence_ranker``): a logistic regression
+    over ``features`` of each fact stage 2 read at a claim's last hop, standardised by ``mean`` and
+    ``scale``. Chosen in training (``training.calibration.evidence_ranker``), recorded with the reader."""
+
+    features: list[str]
+    weights: list[float]
+    bias: float
+    mean: list[float]
+    scale: list[float]
+    examples: int = Field(ge=1, description="Facts it was fitted on.")
+    claims: int = Field(ge=1, description="Held-out training claims those facts came from.")
+
+    @model_validator(mode="after")
+    def _one_value_per_feature(self) -> EvidenceRankerWeights:
+        if not len(self.features) == len(self.weights) == len(self.mean) == len(self.scale):
+            raise ValueError(f"an evidence ranker needs one weight, mean and scale per feature: {len(self.features)} features, {len(self.weights)} weights")
+        return self
 
 
 CondenserScoring = Literal["marker", "similarity"]
@@ -453,6 +480,12 @@ class CondenserConfig(_Strict):
         description="The evidence rule's 0, per hop count (the claim's num_hops): the evidence keeps facts above min(floor, the "
         "evidence_min_facts-th best score); a hop count not given uses 0 (the reference). With training.calibration.evidence_floors on, the "
         "floors chosen in training (recorded with the reader) are used instead.",
+    )
+    evidence_ranker: EvidenceRankerWeights | None = Field(
+        default=None,
+        description="Re-score the last hop's stage-2 read with this fitted ranker before the evidence rule cuts it (the floors then "
+        "apply to its scores); None: stage 2's scores, as the reference. Set by training (training.calibration.evidence_ranker, "
+        "recorded with the reader), not by hand.",
     )
     evidence_rule: EvidenceRule = Field(
         default="l3x",
@@ -678,6 +711,12 @@ class BaleenConfig(_Strict):
     def with_reader_last_read_facts(self, facts: int | None) -> BaleenConfig:
         """The same settings with ``reader.last_read_facts`` replaced (the trained reader's own)."""
         return self.model_copy(update={"reader": self.reader.model_copy(update={"last_read_facts": facts})})
+
+    def with_evidence_ranker(self, ranker: Mapping | None) -> BaleenConfig:
+        """The same settings with ``condenser.evidence_ranker`` replaced (the one fitted in
+        training, as a manifest holds it)."""
+        weights = None if ranker is None else EvidenceRankerWeights.model_validate(ranker)
+        return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_ranker": weights})})
 
     def with_evidence_floors(self, floors: Mapping[int | str, float | str]) -> BaleenConfig:
         """The same settings with ``condenser.evidence_floors`` replaced (the calibrated ones, as

@@ -18,7 +18,10 @@ reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py`` and
    distinct passages (the reference's ``L3x``; :func:`~baleen_core.condensing.evidence_facts`).
    The 0 is ``condenser.evidence_floor(num_hops)``: the reference's 0 unless a floor per hop
    count was chosen in training (``condenser.evidence_floors``). The last hop's evidence is the
-   claim's final facts: 2 to 5 facts from at most 4 passages.
+   claim's final facts: 2 to 5 facts from at most 4 passages. With an evidence ranker
+   (``condenser.evidence_ranker``, fitted in training) the last hop's evidence is cut from its
+   scores of what stage 2 read instead of stage 2's own
+   (:mod:`~baleen_core.condensing.evidence_ranker`); the context rule reads stage 2's.
 
 After the last hop the reader gives P(SUPPORTED) from claim + the final facts (or, with
 ``reader.last_read_facts`` N, from the best N facts of the last stage-2 read:
@@ -57,6 +60,8 @@ from typing import Protocol
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts, reader_facts
 from baleen_core.condensing.calibration import LastRead
+from baleen_core.condensing.condense import hop_evidence
+from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores
 from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.profiling import region
 
@@ -84,7 +89,7 @@ class HopTrace:
     retrieved: list[tuple[int, float]]  # the passages the condensers read at this hop, best first
     stage1_top: list[tuple[Sentence, float]]  # what stage 2 read that was new at this hop, with stage-1 scores
     kept: list[tuple[Sentence, float]]  # the next hop's context, best first
-    evidence: list[tuple[Sentence, float]] = field(default_factory=list)  # the L3x facts, best first: the claim's final facts at its last hop
+    evidence: list[tuple[Sentence, float]] = field(default_factory=list)  # the L3x facts, best first: the claim's final facts at its last hop (scored by the evidence ranker when there is one)
     pool: list[int] = field(default_factory=list)  # passages this hop added to the Retrieval@depth pool
     stage2: list[tuple[Sentence, float]] = field(default_factory=list)  # everything stage 2 read (context first), with stage-2 scores
 
@@ -223,8 +228,10 @@ def verify_claims_at_thresholds(
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            stage2_read = result.scored
-            traces[r].append(HopTrace(hop, list(read[q]), new, kept, list(result.evidence), added, stage2_read))
+            evidence = list(result.evidence)
+            if condenser.evidence_ranker is not None and hop == budget[c.uid]:
+                evidence = ranked_evidence(condenser, c, HopRead(hop, True, tuple(result.candidates), tuple(result.scores), dict(new), tuple(pid for pid, _ in read[q])))
+            traces[r].append(HopTrace(hop, list(read[q]), new, kept, evidence, added, result.scored))
         for r in active:
             context[r] = traces[r][-1].kept
         if on_hop is not None:
@@ -240,6 +247,12 @@ def verify_claims_at_thresholds(
         prob_supported = [prob_of[_query_key(runs, for_reader, r)] for r in range(len(runs))]
     verdicts = [Verdict(c.uid, prob_supported[r], final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
+
+
+def ranked_evidence(condenser: CondenserConfig, claim: ClaimInput, read: HopRead) -> list[tuple[Sentence, float]]:
+    """The claim's evidence cut from its last ``read`` by the evidence rule at the evidence
+    ranker's scores (``condenser.evidence_ranker``) instead of stage 2's, best first."""
+    return hop_evidence(read.candidates, evidence_scores(condenser.evidence_ranker, claim.claim, read), condenser, claim.num_hops)
 
 
 class MissingPassageText(LookupError):

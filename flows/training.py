@@ -6,6 +6,7 @@
     → condenser stage 1 → condenser stage 2 (on the last labels)
     → the engine without its reader over the held-out training claims, at every context threshold (one pass)
     → the context threshold whose final facts match the gold ones best (``training.calibration``)
+    → with ``training.calibration.evidence_ranker``, the evidence ranker fitted on that run's hops
     → the evidence floor per hop count whose re-cut evidence matches them best (``training.calibration.evidence_floors``)
     → reader (on that run's final facts at those floors and on gold facts)
     → condensers and reader on the dev claims' gold passages
@@ -39,6 +40,7 @@ from baleen_tasks.condensing import (
     choose_context_threshold,
     choose_evidence_floors,
     evaluate_condensers,
+    fit_ranker,
     train_claim_reader,
     train_condenser_stage1,
     train_condenser_stage2,
@@ -126,8 +128,13 @@ def train_condensers_and_reader(
         validate_artifact(root, "hop_traces", {"hop_traces": traces})
     chosen = choose_context_threshold(root, runs, gold_facts)["threshold"] if len(runs) > 1 else runs[0][0]
     engine_facts = dict(runs)[chosen]
-    floors = choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid)["floors"] if config.chooses_evidence_floors else None
-    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors, stage2)["reader_checkpoint"]
+    ranker = fit_ranker(root, engine_facts, *data)["ranker"] if training.calibration.evidence_ranker else None
+    floors = (
+        choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid, ranker, passages, sentences)["floors"]
+        if config.chooses_evidence_floors
+        else None
+    )
+    reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors, stage2, ranker)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
     return {"stage1": stage1, "stage2": stage2, "reader_facts": engine_facts, "reader": reader}
 

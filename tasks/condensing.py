@@ -18,8 +18,9 @@ from prefect import task
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
 from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
+from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores, fit_evidence_ranker, ranker_summary
 from baleen_core.condensing.lexical import training_stats as lexical_training_stats
-from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
+from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, EvidenceRankerWeights, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
 from baleen_core.metrics import summarize_metrics
 from baleen_core.training.condenser_trainer import (
@@ -273,6 +274,7 @@ def train_claim_reader(
     force: bool = False,
     evidence_floors: Mapping[str, float | str] | None = None,
     stage2: ArtifactRef | None = None,
+    evidence_ranker: Mapping | None = None,
 ) -> dict[str, ArtifactRef]:
     """The reader on the final facts of ``engine_facts`` (the ``hop_traces`` of the engine's run
     over the held-out training claims at the chosen context threshold,
@@ -280,8 +282,10 @@ def train_claim_reader(
     chosen, :func:`choose_evidence_floors`) and on gold facts: of those claims and of up to
     ``max_examples`` other training claims. Its manifest records that threshold
     (``context_threshold``), those floors (``evidence_floors``) and the run's evidence rule
-    (``evidence_rule``): the engine runs with them whenever this reader reads its facts. With
-    ``config.start == "stage2"`` its encoder starts from ``stage2``'s (the trained stage 2)."""
+    (``evidence_rule``): the engine runs with them whenever this reader reads its facts. With an
+    ``evidence_ranker`` (fitted on the same run, :func:`fit_ranker`) the evidence is cut from its
+    scores, and the manifest records it too. With ``config.start == "stage2"`` its encoder starts
+    from ``stage2``'s (the trained stage 2)."""
     store, producer = ArtifactStore(store_root), f"reader-r{round_number}"
     params = {
         "round": round_number,
@@ -294,12 +298,14 @@ def train_claim_reader(
         params["evidence_floors"] = dict(evidence_floors)
     if (rule := engine_facts.manifest.params["condenser"].get("evidence_rule", "l3x")) != "l3x":  # likewise
         params["evidence_rule"] = rule
+    if evidence_ranker is not None:  # likewise
+        params["evidence_ranker"] = dict(evidence_ranker)
     start, start_inputs = reader_start(reader, config, stage2)
     inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint, **start_inputs}
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)
     if reused := _reuse(store, "reader_checkpoint", producer, fp, force):
         return reused
-    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors, reader.last_read_facts)
+    read = read_reader_claims(store, engine_facts, claims, gold_facts, passages, sentences, config.max_examples, condenser, evidence_floors, reader.last_read_facts, evidence_ranker)
     examples = reader_examples(read, config.inputs)
     model = SequenceModel.reader_to_train(reader, config.seed, SequenceModel.load("stage2", stage2.path, reader.device) if config.start == "stage2" else None)
     fit = lambda train, validation, work_dir, on_step: train_reader(model, train, validation, reader, config, work_dir, on_step)  # noqa: E731
@@ -328,12 +334,18 @@ def read_reader_claims(
     condenser: CondenserConfig,
     evidence_floors: Mapping[str, float | str] | None = None,
     last_read_facts: int | None = None,
+    evidence_ranker: Mapping | None = None,
 ) -> list[ReaderClaim]:
     """Every claim of the engine run with the facts the reader reads of it (its last hop's
-    evidence, re-cut at ``evidence_floors`` when given; with ``last_read_facts`` N, the best N
-    facts of its last stage-2 read instead: :func:`~baleen_core.condensing.reader_facts`) and its
-    gold facts, then up to ``most_others`` other training claims (by uid) with their gold facts."""
-    if last_read_facts is not None or evidence_floors:
+    evidence, re-cut at ``evidence_floors`` when given, from the ``evidence_ranker``'s scores when
+    given; with ``last_read_facts`` N, the best N facts of its last stage-2 read instead:
+    :func:`~baleen_core.condensing.reader_facts`) and its gold facts, then up to ``most_others``
+    other training claims (by uid) with their gold facts."""
+    if evidence_ranker is not None:
+        reads = ranked_last_reads(store, engine_facts, claims, passages, sentences, EvidenceRankerWeights.model_validate(evidence_ranker))
+        read = reader_facts_at_floors(reads, parse_floors(evidence_floors or {}), condenser, last_read_facts)
+        last = {uid: [fact.key for fact, _ in facts] for uid, facts in read.items()}
+    elif last_read_facts is not None or evidence_floors:
         read = reader_facts_at_floors(last_reads_of(store, engine_facts, claims), parse_floors(evidence_floors or {}), condenser, last_read_facts)
         last = {uid: [fact.key for fact, _ in facts] for uid, facts in read.items()}
     else:
@@ -431,14 +443,69 @@ def last_reads_of(store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef
     }
 
 
+def hop_reads_of(
+    store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef
+) -> tuple[dict[str, str], dict[str, list[HopRead]]]:
+    """Every hop of every claim in an engine run's ``hop_traces`` as the evidence ranker reads it
+    (uid → its hops in order, the facts with their text), and each claim's text by uid."""
+    columns = ["uid", "hop", "retrieved_pids", "stage1_pids", "stage1_sids", "stage1_scores", "stage2_pids", "stage2_sids", "stage2_scores"]
+    rows = sorted(store.read_table(traces, columns).to_pylist(), key=lambda t: (t["uid"], t["hop"]))
+    texts = passages_by_pid(store, passages, sentences, {pid for t in rows for pid in t["stage2_pids"]})
+    sentence = {s.key: s for p in texts.values() for s in p.sentences}
+    last_hop: dict[str, int] = {}
+    for t in rows:
+        last_hop[t["uid"]] = max(t["hop"], last_hop.get(t["uid"], 0))
+    reads: dict[str, list[HopRead]] = {}
+    for t in rows:
+        stage1 = {(pid, sid): score for pid, sid, score in zip(t["stage1_pids"], t["stage1_sids"], t["stage1_scores"], strict=True)}
+        read = tuple(sentence[key] for key in zip(t["stage2_pids"], t["stage2_sids"], strict=True))
+        reads.setdefault(t["uid"], []).append(HopRead(t["hop"], t["hop"] == last_hop[t["uid"]], read, tuple(t["stage2_scores"]), stage1, tuple(t["retrieved_pids"])))
+    text = {r["uid"]: r["claim"] for r in store.read_rows(claims, "uid", sorted(reads), ["uid", "claim"]).to_pylist()}
+    return text, reads
+
+
+def ranked_last_reads(
+    store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, ranker: EvidenceRankerWeights
+) -> dict[str, LastRead]:
+    """Each claim's last stage-2 read in ``traces`` (:func:`last_reads_of`) scored by the evidence
+    ranker instead of stage 2: the evidence the engine cuts with that ranker follows from it."""
+    text, reads = hop_reads_of(store, traces, claims, passages, sentences)
+    hops = {uid: read.hops for uid, read in last_reads_of(store, traces, claims).items()}
+    return {uid: LastRead(hops[uid], hop[-1].candidates, tuple(evidence_scores(ranker, text[uid], hop[-1]))) for uid, hop in reads.items()}
+
+
+@task(name="fit-evidence-ranker")
+def fit_ranker(store_root: str, traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef) -> dict:
+    """The evidence ranker fitted on every hop of the held-out training claims in ``traces`` (the
+    engine run at the chosen context threshold; :func:`~baleen_core.condensing.evidence_ranker.fit_evidence_ranker`),
+    as JSON holds it; its weights are published as a table."""
+    store = ArtifactStore(store_root)
+    text, reads = hop_reads_of(store, traces, claims, passages, sentences)
+    ranker = fit_evidence_ranker(text, reads, gold_fact_sets(store, gold_facts, sorted(reads)))
+    summary = ranker_summary(ranker)
+    publish_table(key="evidence-ranker", table=[{"feature": name, "weight": w} for name, w in summary["weights"].items()], description="The evidence ranker's weights (standardised features)")
+    run_logger().info("evidence ranker fitted on %d facts of %d held-out training claims: %s", ranker.examples, ranker.claims, summary)
+    return {"ranker": ranker.model_dump(mode="json"), "summary": summary}
+
+
 @task(name="calibrate-evidence-floors")
-def choose_evidence_floors(store_root: str, traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, condenser: CondenserConfig, grid: Sequence[float]) -> dict:
+def choose_evidence_floors(
+    store_root: str, traces: ArtifactRef, claims: ArtifactRef, gold_facts: ArtifactRef, condenser: CondenserConfig, grid: Sequence[float],
+    evidence_ranker: Mapping | None = None, passages: ArtifactRef | None = None, sentences: ArtifactRef | None = None,
+) -> dict:
     """The evidence rule's floor per hop count whose evidence, re-cut from the last stage-2 read
     of each held-out training claim in ``traces`` (the engine run at the chosen context
     threshold), best matches the gold facts (:func:`~baleen_core.condensing.calibration.calibrate_evidence_floors`);
-    every trial is published as a table. The floors come back as JSON holds them (``"inf"``)."""
+    every trial is published as a table. The floors come back as JSON holds them (``"inf"``).
+    With an ``evidence_ranker`` the reads are scored by it (:func:`ranked_last_reads`; it needs
+    the ``passages`` and ``sentences`` for their text)."""
     store = ArtifactStore(store_root)
-    reads = last_reads_of(store, traces, claims)
+    if evidence_ranker is None:
+        reads = last_reads_of(store, traces, claims)
+    elif passages is None or sentences is None:
+        raise ValueError("choosing the floors on an evidence ranker's scores needs the passages and sentences the facts come from")
+    else:
+        reads = ranked_last_reads(store, traces, claims, passages, sentences, EvidenceRankerWeights.model_validate(evidence_ranker))
     chosen = calibrate_evidence_floors(reads, gold_fact_sets(store, gold_facts, sorted(reads)), condenser, grid)
     table = [{"hops": hops, **floor_trial_row(t), "chosen": t is best} for hops, (best, trials) in chosen.items() for t in trials]
     floors = json_floors({hops: best.threshold for hops, (best, _) in chosen.items()})

@@ -57,8 +57,8 @@ def eval_producer(system: str) -> str:
 
 
 def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
-    """``config`` with the context threshold, the evidence floors (chosen in training when
-    ``training.calibration`` was on), the evidence rule and the facts read
+    """``config`` with the context threshold, the evidence floors and ranker (chosen in training
+    when ``training.calibration`` was on), the evidence rule and the facts read
     (``reader.last_read_facts``) the reader was trained with: the engine hands the reader facts
     made as its own were."""
     reader = models.get("reader")
@@ -67,6 +67,8 @@ def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
         config = config.with_stage2_threshold(float(params["context_threshold"]))
     if params.get("evidence_floors") is not None:
         config = config.with_evidence_floors(params["evidence_floors"])
+    if params.get("evidence_ranker") is not None:
+        config = config.with_evidence_ranker(params["evidence_ranker"])
     if reader is not None:  # a reader without the keys was trained on the reference's rule, reading the evidence
         config = config.with_evidence_rule(params.get("evidence_rule", "l3x")).with_reader_last_read_facts(params.get("reader", {}).get("last_read_facts"))
     return config
@@ -150,7 +152,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 
 #: Condenser settings added after engine runs recorded their fingerprints: at their defaults
 #: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
-ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule")
+ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule", "evidence_ranker")
 SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop",)  # in a run's fingerprint only when set: earlier runs stay reusable
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from baleen_core.condensing.logistic import StandardisedLogistic, fit_logistic
+
 LEXICAL_FILE = "lexical_coverage.json"
 
 #: What a claim's words are checked for, in this order (:func:`coverage_features`).
@@ -101,29 +103,12 @@ class LexicalCoverage:
         if positives in (0.0, float(len(y))):
             raise ValueError("the lexical coverage model needs both SUPPORTED and NOT_SUPPORTED examples")
         raw = np.array([coverage_features(c, f) for c, f in zip(claims, facts, strict=True)], dtype=np.float64)
-        mean, scale = raw.mean(0), raw.std(0)
-        scale[scale == 0] = 1.0  # a feature constant here carries nothing; keep it at 0
-        x = np.hstack([(raw - mean) / scale, np.ones((len(y), 1))])
-        penalty = np.full(x.shape[1], l2)
-        penalty[-1] = 0.0
-        theta = np.zeros(x.shape[1])
-        for _ in range(iterations):
-            p = 1 / (1 + np.exp(-(x @ theta)))
-            gradient = x.T @ (p - y) + penalty * theta
-            hessian = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(x.shape[1])
-            step = np.linalg.solve(hessian, gradient)
-            theta -= step
-            if np.abs(step).max() < 1e-10:
-                break
-        return cls(
-            tuple(float(w) for w in theta[:-1]), float(theta[-1]), tuple(float(m) for m in mean), tuple(float(s) for s in scale),
-            math.log(positives / (len(y) - positives)), len(y),
-        )
+        fitted = fit_logistic(raw, y, l2, iterations)
+        return cls(fitted.weights, fitted.bias, fitted.mean, fitted.scale, math.log(positives / (len(y) - positives)), len(y))
 
     def log_odds(self, claim: str, facts: Sequence[str]) -> float:
         """Log-odds of SUPPORTED from ``claim``'s words against ``facts``."""
-        x = (np.asarray(coverage_features(claim, facts)) - np.asarray(self.mean)) / np.asarray(self.scale)
-        return float(x @ np.asarray(self.weights) + self.bias)
+        return float(StandardisedLogistic(self.weights, self.bias, self.mean, self.scale).log_odds(np.asarray([coverage_features(claim, facts)]))[0])
 
     def prob_supported(self, claim: str, facts: Sequence[str], prob_reader: float) -> float:
         """The reader's ``prob_reader`` combined with this model's odds (:func:`combine`)."""
