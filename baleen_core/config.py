@@ -712,9 +712,9 @@ class BaleenConfig(_Strict):
         """The same settings with ``reader.last_read_facts`` replaced (the trained reader's own)."""
         return self.model_copy(update={"reader": self.reader.model_copy(update={"last_read_facts": facts})})
 
-    def with_evidence_ranker(self, ranker: Mapping | None) -> BaleenConfig:
+    def with_evidence_ranker(self, ranker: EvidenceRankerWeights | Mapping | None) -> BaleenConfig:
         """The same settings with ``condenser.evidence_ranker`` replaced (the one fitted in
-        training, as a manifest holds it)."""
+        training, or as a manifest holds it)."""
         weights = None if ranker is None else EvidenceRankerWeights.model_validate(ranker)
         return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_ranker": weights})})
 

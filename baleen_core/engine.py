@@ -93,6 +93,10 @@ class HopTrace:
     pool: list[int] = field(default_factory=list)  # passages this hop added to the Retrieval@depth pool
     stage2: list[tuple[Sentence, float]] = field(default_factory=list)  # everything stage 2 read (context first), with stage-2 scores
 
+    def hop_read(self, last: bool) -> HopRead:
+        """This hop as the evidence ranker reads it (``last``: the claim's last hop)."""
+        return HopRead(self.hop, last, tuple(s for s, _ in self.stage2), tuple(x for _, x in self.stage2), {s.key: x for s, x in self.stage1_top}, tuple(pid for pid, _ in self.retrieved))
+
 
 @dataclass
 class Verdict:
@@ -111,6 +115,10 @@ class Verdict:
         evidence at any floor follows from it (nothing read when no hop ran)."""
         read = self.hops[-1].stage2 if self.hops else []
         return LastRead(num_hops, tuple(s for s, _ in read), tuple(x for _, x in read))
+
+    def hop_reads(self) -> list[HopRead]:
+        """Every hop as the evidence ranker reads it, in order."""
+        return [hop.hop_read(last=i == len(self.hops) - 1) for i, hop in enumerate(self.hops)]
 
     @property
     def pool(self) -> list[int]:
@@ -228,10 +236,10 @@ def verify_claims_at_thresholds(
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            evidence = list(result.evidence)
+            trace = HopTrace(hop, list(read[q]), new, kept, list(result.evidence), added, result.scored)
             if condenser.evidence_ranker is not None and hop == budget[c.uid]:
-                evidence = ranked_evidence(condenser, c, HopRead(hop, True, tuple(result.candidates), tuple(result.scores), dict(new), tuple(pid for pid, _ in read[q])))
-            traces[r].append(HopTrace(hop, list(read[q]), new, kept, evidence, added, result.scored))
+                trace.evidence = ranked_evidence(condenser, c, trace.hop_read(last=True))
+            traces[r].append(trace)
         for r in active:
             context[r] = traces[r][-1].kept
         if on_hop is not None:

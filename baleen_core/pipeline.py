@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from baleen_core.condensing import SequenceModel
-from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
+from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, floor_trial_row, ranked_last_read, reader_facts_at_floors, threshold_trial_row
+from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
 from baleen_core.condensing.lexical import training_stats as lexical_training_stats
-from baleen_core.config import BaleenConfig, LabelConfig, json_floors, parse_floors
+from baleen_core.config import BaleenConfig, EvidenceRankerWeights, LabelConfig, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
 from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
@@ -175,6 +176,7 @@ class Trained:
     condenser_labels: list[dict]  # hop_labels rows
     context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
     evidence_floors: dict[int, float]  # the evidence rule's floor per hop count, chosen on the same claims (empty: 0, the reference's)
+    evidence_ranker: EvidenceRankerWeights | None = None  # fitted on the same claims' run (training.calibration.evidence_ranker), else None
 
 
 def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch: int | None = None) -> FliprSearcher:
@@ -239,7 +241,14 @@ def train_condensers_and_reader(
             claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
         )
         best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
-        reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in runs[thresholds.index(best.threshold)]}
+        chosen_run = runs[thresholds.index(best.threshold)]
+        reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
+        if training.calibration.evidence_ranker:  # tasks/condensing.py's fit_ranker and ranked_last_reads
+            text = {v.uid: claims.rows[v.uid]["claim"] for v in chosen_run}
+            hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
+            ranker = fit_evidence_ranker(text, hop_reads, claims.gold)
+            reads = {uid: ranked_last_read(read.hops, text[uid], hop_reads[uid][-1], ranker) if uid in hop_reads else read for uid, read in reads.items()}
+            calibration["evidence_ranker"] = ranker.model_dump(mode="json")
         floors = dict(condenser.evidence_floors)
         if config.chooses_evidence_floors:
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
@@ -332,7 +341,11 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
     models.update(condenser_records)
     flipr_steps = [m for name, m in models.items() if name.startswith("flipr-")]
     calibration = condenser_records["reader"]["calibration"]
-    return Trained(flipr, index, stage1, stage2, reader, labels, calibration["threshold"], parse_floors(calibration.get("evidence_floors", {}))), {
+    ranker = calibration.get("evidence_ranker")
+    return Trained(
+        flipr, index, stage1, stage2, reader, labels, calibration["threshold"], parse_floors(calibration.get("evidence_floors", {})),
+        None if ranker is None else EvidenceRankerWeights.model_validate(ranker),
+    ), {
         "flipr_steps_per_s": round(float(np.mean([m["steps_per_s"] for m in flipr_steps])), 2),
         "seconds": round(time.perf_counter() - started, 1),
         "train_claims": len(gold),
@@ -447,7 +460,7 @@ def evaluate_pipeline(
     (:func:`inference_variant`) runs the full system again after its own warm-up: its speed and
     how many claims' predictions differ from the timed run's (``variants``)."""
     engine: dict = {}
-    config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors)
+    config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors).with_evidence_ranker(trained.evidence_ranker)
     retrievers = {  # query_batch: FLIPR's queries searched together (None: the searcher's default)
         "baleen": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
         "single-hop": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),

@@ -16,9 +16,9 @@ from dataclasses import replace
 from prefect import task
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel
-from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, floor_trial_row, reader_facts_at_floors, threshold_trial_row
+from baleen_core.condensing.calibration import LastRead, calibrate_evidence_floors, calibrate_threshold, floor_trial_row, ranked_last_read, reader_facts_at_floors, threshold_trial_row
 from baleen_core.condensing.evaluation import GoldClaim, evaluate_on_gold_passages
-from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores, fit_evidence_ranker, ranker_summary
+from baleen_core.condensing.evidence_ranker import HopRead, fit_evidence_ranker, ranker_summary
 from baleen_core.condensing.lexical import training_stats as lexical_training_stats
 from baleen_core.config import CPU_PRECISION_FIELDS, OPTIMIZER_FIELDS_ADDED_LATER, READER_FIELDS_ADDED_LATER, CondenserConfig, EvidenceRankerWeights, ReaderConfig, ReaderTrainingConfig, Stage1TrainingConfig, Stage2TrainingConfig, json_floors, parse_floors
 from baleen_core.held_out import split_held_out
@@ -150,7 +150,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
 #: examples depend on them; the reader's do, through the fingerprint of the engine run it reads
 #: (which holds the threshold it really ran with, calibrated or not)
-KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors", "evidence_rule")
+KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors", "evidence_rule", "evidence_ranker")
 
 
 def training_layout(condenser: CondenserConfig) -> dict:
@@ -471,7 +471,7 @@ def ranked_last_reads(
     ranker instead of stage 2: the evidence the engine cuts with that ranker follows from it."""
     text, reads = hop_reads_of(store, traces, claims, passages, sentences)
     hops = {uid: read.hops for uid, read in last_reads_of(store, traces, claims).items()}
-    return {uid: LastRead(hops[uid], hop[-1].candidates, tuple(evidence_scores(ranker, text[uid], hop[-1]))) for uid, hop in reads.items()}
+    return {uid: ranked_last_read(hops[uid], text[uid], hop[-1], ranker) for uid, hop in reads.items()}
 
 
 @task(name="fit-evidence-ranker")

@@ -21,8 +21,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from baleen_core.condensing.condense import hop_evidence, reader_facts
+from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores
 from baleen_core.condensing.layouts import Sentence
-from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig, json_floor
+from baleen_core.config import EVIDENCE_FLOOR_GRID, CondenserConfig, EvidenceRankerWeights, json_floor
 from baleen_core.metrics import set_prf
 
 Fact = tuple[int, int]  # (pid, sid)
@@ -86,6 +87,12 @@ class LastRead:
     def scored(self) -> list[tuple[Sentence, float]]:
         """Each fact read with its stage-2 score, in reading order."""
         return list(zip(self.candidates, self.scores, strict=True))
+
+
+def ranked_last_read(hops: int, claim: str, last: HopRead, ranker: EvidenceRankerWeights) -> LastRead:
+    """A claim of ``hops`` hops's ``last`` read scored by the evidence ranker instead of stage 2:
+    the evidence the engine cuts with that ranker, at any floor, follows from it."""
+    return LastRead(hops, last.candidates, tuple(evidence_scores(ranker, claim, last)))
 
 
 def recut_evidence(read: LastRead, floor: float, condenser: CondenserConfig) -> list[tuple[Sentence, float]]:

@@ -9,7 +9,9 @@ import pytest
 from baleen_core.condensing import SequenceModel, evidence_facts, read_verdicts
 from baleen_core.condensing.condense import first_passage_facts
 from baleen_core.condensing.calibration import evidence_at_floor
-from baleen_core.config import CondenserConfig, ReaderConfig, default_backbone
+from baleen_core.condensing.condense import hop_evidence
+from baleen_core.condensing.evidence_ranker import FEATURES, HopRead, evidence_scores
+from baleen_core.config import CondenserConfig, EvidenceRankerWeights, ReaderConfig, default_backbone
 from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
 from baleen_core.retrieval.bm25 import Bm25Retriever
 from helpers import passage
@@ -162,6 +164,26 @@ def test_the_first_h_passages_rule_cuts_the_evidence_by_each_claims_hop_count(mo
         assert len({s.pid for s, _ in v.facts}) == min(claim.num_hops, len({s.pid for s, _ in last}))
         # the last read re-cuts to the rule's evidence whatever floor is asked for
         assert evidence_at_floor(w.last_read(len(w.hops)), 3.0, rule) == [s.key for s, _ in v.facts]
+
+
+def test_an_evidence_ranker_cuts_the_last_hops_evidence_from_its_scores_and_changes_nothing_else(models):
+    plain, _ = run(models, CLAIMS, depth=6)
+    # a ranker that prefers the facts whose passage the hop retrieved last, against stage 2's order
+    weights = [1.0 if name == "retrieval_rank" else 0.0 for name in FEATURES]
+    ranker = EvidenceRankerWeights(features=list(FEATURES), weights=weights, bias=0.0, mean=[0.0] * len(FEATURES), scale=[1.0] * len(FEATURES), examples=1, claims=1)
+    ranked, _ = run(models, CLAIMS, condenser=CONDENSER.model_copy(update={"evidence_ranker": ranker}), depth=6)
+    changed = 0
+    for v, w, claim in zip(ranked, plain, CLAIMS, strict=True):
+        # every hop retrieved, read, scored and kept the same; only the last hop's evidence differs
+        assert [(h.retrieved, h.stage1_top, h.stage2, h.kept) for h in v.hops] == [(h.retrieved, h.stage1_top, h.stage2, h.kept) for h in w.hops]
+        assert [h.evidence for h in v.hops[:-1]] == [h.evidence for h in w.hops[:-1]]
+        last = v.hops[-1]
+        read = HopRead(last.hop, True, tuple(s for s, _ in last.stage2), tuple(x for _, x in last.stage2), {s.key: x for s, x in last.stage1_top}, tuple(pid for pid, _ in last.retrieved))
+        expected = hop_evidence(read.candidates, evidence_scores(ranker, claim.claim, read), CONDENSER, claim.num_hops)
+        assert v.facts == last.evidence == expected
+        assert [x for _, x in v.facts] == sorted((x for _, x in v.facts), reverse=True)
+        changed += [s.key for s, _ in v.facts] != [s.key for s, _ in w.facts]
+    assert changed  # the ranker's order is not stage 2's on this world
 
 
 def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_is_read(models):

@@ -441,3 +441,42 @@ def test_a_reader_with_the_lexical_expert_is_the_same_reader_plus_the_expert(pip
     assert isinstance(expert, LexicalCoverage) and expert.examples == reader.manifest.stats["examples"]
     assert reader.manifest.stats["lexical_coverage"] == expert.summary() and list(expert.summary()["weights"]) == list(FEATURES)
     assert SequenceModel.load("reader", before.path, "cpu").lexical is None
+
+
+@pytest.mark.slow  # about 30 s on 2 cores on the suite's longest path; an option that is off by default
+def test_the_evidence_ranker_is_fitted_on_the_held_out_run_and_the_floors_and_reader_follow_it(pipeline_world, tmp_path):
+    """``training.calibration.evidence_ranker`` on a copy of the store: the condensers and the
+    engine's held-out run are reused; the ranker is fitted on every hop of that run, the floors are
+    chosen on its scores, and the reader records both, so that the evaluation's engine cuts the
+    evidence as the reader's training facts were cut."""
+    from baleen_core.condensing.calibration import calibrate_evidence_floors
+    from baleen_core.condensing.evidence_ranker import FEATURES, fit_evidence_ranker
+    from baleen_core.config import BaleenConfig, json_floor
+    from baleen_flows.training import condensers_flow
+    from baleen_tasks.condensing import gold_fact_sets, hop_reads_of, last_reads_of, ranked_last_reads
+    from baleen_tasks.evaluation import trained_config
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    calibration = config.training.calibration.model_copy(update={"evidence_ranker": True})
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"calibration": calibration}))
+    trained = condensers_flow(copy_config)
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
+    reader, before, facts = trained["reader"], refs["training/reader"], trained["reader_facts"]
+    assert reader.fingerprint != before.fingerprint and "evidence_ranker" not in before.manifest.params
+
+    store = ArtifactStore(copy)
+    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
+    text, reads = hop_reads_of(store, facts, claims, passages, sentences)
+    held = set(last_reads_of(store, facts, claims))
+    assert set(reads) == held and all([r.hop for r in hops] == list(range(1, len(hops) + 1)) and hops[-1].last and not any(r.last for r in hops[:-1]) for hops in reads.values())
+    gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
+    ranker = fit_evidence_ranker(text, reads, gold)
+    assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json") and ranker.features == list(FEATURES)
+    assert ranker.claims == len(held) and ranker.examples == sum(len(r.candidates) for hops in reads.values() for r in hops)
+    # the floors were chosen on the ranker's scores of each claim's last read, not on stage 2's
+    chosen = calibrate_evidence_floors(ranked_last_reads(store, facts, claims, passages, sentences, ranker), gold, config.condenser, calibration.evidence_floor_grid)
+    assert reader.manifest.params["evidence_floors"] == {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
+    # and the engine that reads with this reader cuts its evidence with the same ranker and floors
+    engine = trained_config(config, {"reader": reader}).condenser
+    assert engine.evidence_ranker == ranker and engine.evidence_floors == {hops: best.threshold for hops, (best, _) in chosen.items()}
+    assert trained_config(config, {"reader": before}).condenser.evidence_ranker is None

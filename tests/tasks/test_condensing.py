@@ -7,19 +7,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from baleen_core.config import CondenserConfig, ReaderConfig, ReaderTrainingConfig, Stage2TrainingConfig
+from baleen_core.config import CondenserConfig, EvidenceRankerWeights, ReaderConfig, ReaderTrainingConfig, Stage2TrainingConfig
 from baleen_schemas import STAGE2_CHECKPOINT
 from baleen_storage import fingerprint
 from baleen_tasks.condensing import reader_settings, reader_start, reader_training_params, stage2_fingerprint, stage2_params, training_layout
 
+RANKER = EvidenceRankerWeights(features=["stage2_score"], weights=[1.0], bias=0.0, mean=[0.0], scale=[1.0], examples=1, claims=1)
+
 
 def test_the_keeping_rules_retrain_no_model_and_input_layouts_retrain_every_one():
-    """The threshold, min_kept and the evidence sizes decide which facts the engine keeps: no
+    """The threshold, min_kept, the evidence sizes, rule and ranker decide which facts the engine keeps: no
     model's training examples depend on them directly (the reader's do through the engine run it
     reads, whose fingerprint holds them); the input layouts shape every model's examples."""
     default = CondenserConfig()
     keeping = default.model_copy(
-        update={"min_kept": 1, "stage2_threshold": -1.0, "evidence_min_facts": 3, "evidence_max_passages": 2, "evidence_floors": {3: -1.0}, "evidence_rule": "first-h-passages"}
+        update={"min_kept": 1, "stage2_threshold": -1.0, "evidence_min_facts": 3, "evidence_max_passages": 2, "evidence_floors": {3: -1.0}, "evidence_rule": "first-h-passages", "evidence_ranker": RANKER}
     )
     assert training_layout(keeping) == training_layout(default)
     longer_query = default.model_copy(update={"query_maxlen": default.query_maxlen + 32})
