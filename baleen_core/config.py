@@ -408,6 +408,17 @@ class ThresholdCalibrationConfig(_Strict):
         "another passage's fact, the claim's words it holds, its passage's retrieval rank); the floors are then chosen on its scores "
         "(docs/engine.md).",
     )
+    evidence_ranker_context: bool = Field(
+        default=False,
+        description="With evidence_ranker: the ranker also sets every hop's context (condenser.evidence_ranker_context), so the engine runs "
+        "over the same claims a second time, at every threshold of the grid on its scores, and the context threshold is chosen on that run.",
+    )
+
+    @model_validator(mode="after")
+    def _context_needs_the_ranker(self) -> ThresholdCalibrationConfig:
+        if self.evidence_ranker_context and not self.evidence_ranker:
+            raise ValueError("training.calibration.evidence_ranker_context needs training.calibration.evidence_ranker: true, the ranker it reads")
+        return self
 
 
 class TrainingConfig(_Strict):
@@ -487,6 +498,11 @@ class CondenserConfig(_Strict):
         "apply to its scores); None: stage 2's scores, as the reference. Set by training (training.calibration.evidence_ranker, "
         "recorded with the reader), not by hand.",
     )
+    evidence_ranker_context: bool = Field(
+        default=False,
+        description="The context rule reads the evidence ranker's scores too: of its best max_kept, those above stage2_threshold become the "
+        "next hop's context. Set by training (training.calibration.evidence_ranker_context) with the threshold chosen on its scores.",
+    )
     evidence_rule: EvidenceRule = Field(
         default="l3x",
         description="How the claim's evidence is cut from stage 2's last read. 'l3x' (the reference's): the facts above min(floor, the "
@@ -529,6 +545,8 @@ class CondenserConfig(_Strict):
             raise ValueError(f"max_kept ({self.max_kept}) must be below top_facts ({self.top_facts}), or a full context leaves stage 2 no room for new facts")
         if self.min_kept > self.max_kept:
             raise ValueError(f"min_kept ({self.min_kept}) cannot exceed max_kept ({self.max_kept})")
+        if self.evidence_ranker_context and self.evidence_ranker is None:
+            raise ValueError("condenser.evidence_ranker_context needs an evidence ranker (condenser.evidence_ranker), fitted in training")
         if self.evidence_min_facts > self.max_kept:
             raise ValueError(f"evidence_min_facts ({self.evidence_min_facts}) cannot exceed max_kept ({self.max_kept}), the facts the evidence is chosen from")
         return self
@@ -712,11 +730,12 @@ class BaleenConfig(_Strict):
         """The same settings with ``reader.last_read_facts`` replaced (the trained reader's own)."""
         return self.model_copy(update={"reader": self.reader.model_copy(update={"last_read_facts": facts})})
 
-    def with_evidence_ranker(self, ranker: EvidenceRankerWeights | Mapping | None) -> BaleenConfig:
+    def with_evidence_ranker(self, ranker: EvidenceRankerWeights | Mapping | None, context: bool = False) -> BaleenConfig:
         """The same settings with ``condenser.evidence_ranker`` replaced (the one fitted in
-        training, or as a manifest holds it)."""
+        training, or as a manifest holds it), reading the context too when ``context``."""
         weights = None if ranker is None else EvidenceRankerWeights.model_validate(ranker)
-        return self.model_copy(update={"condenser": self.condenser.model_copy(update={"evidence_ranker": weights})})
+        update = {"evidence_ranker": weights, "evidence_ranker_context": context and weights is not None}
+        return self.model_copy(update={"condenser": self.condenser.model_copy(update=update)})
 
     def with_evidence_floors(self, floors: Mapping[int | str, float | str]) -> BaleenConfig:
         """The same settings with ``condenser.evidence_floors`` replaced (the calibrated ones, as

@@ -21,7 +21,8 @@ reference implementation (stanford-futuredata/ColBERT, ``baleen/engine.py`` and
    claim's final facts: 2 to 5 facts from at most 4 passages. With an evidence ranker
    (``condenser.evidence_ranker``, fitted in training) the last hop's evidence is cut from its
    scores of what stage 2 read instead of stage 2's own
-   (:mod:`~baleen_core.condensing.evidence_ranker`); the context rule reads stage 2's.
+   (:mod:`~baleen_core.condensing.evidence_ranker`); the context rule reads stage 2's, or the
+   ranker's too with ``condenser.evidence_ranker_context``.
 
 After the last hop the reader gives P(SUPPORTED) from claim + the final facts (or, with
 ``reader.last_read_facts`` N, from the best N facts of the last stage-2 read:
@@ -88,7 +89,7 @@ class HopTrace:
     hop: int
     retrieved: list[tuple[int, float]]  # the passages the condensers read at this hop, best first
     stage1_top: list[tuple[Sentence, float]]  # what stage 2 read that was new at this hop, with stage-1 scores
-    kept: list[tuple[Sentence, float]]  # the next hop's context, best first
+    kept: list[tuple[Sentence, float]]  # the next hop's context, best first (scored by the evidence ranker when it reads the context)
     evidence: list[tuple[Sentence, float]] = field(default_factory=list)  # the L3x facts, best first: the claim's final facts at its last hop (scored by the evidence ranker when there is one)
     pool: list[int] = field(default_factory=list)  # passages this hop added to the Retrieval@depth pool
     stage2: list[tuple[Sentence, float]] = field(default_factory=list)  # everything stage 2 read (context first), with stage-2 scores
@@ -230,15 +231,21 @@ def verify_claims_at_thresholds(
         for r in active:
             (c, t), q = runs[r], query_of[_query_key(runs, context, r)]
             result = condensed[q]
-            kept = kept_facts(result.candidates, result.scores, condenser.max_kept, condenser.min_kept, thresholds[t])
             limit = depth if hop == budget[c.uid] else per_hop[c.uid] * hop
             added = grow_pool(pool[r], rankings[q], limit)
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
             known = {s.key for s in facts[q]}
             new = [(s, stage1_score[s.key]) for s in result.candidates if s.key not in known]
-            trace = HopTrace(hop, list(read[q]), new, kept, list(result.evidence), added, result.scored)
-            if condenser.evidence_ranker is not None and hop == budget[c.uid]:
-                trace.evidence = ranked_evidence(condenser, c, trace.hop_read(last=True))
+            trace = HopTrace(hop, list(read[q]), new, [], list(result.evidence), added, result.scored)
+            last = hop == budget[c.uid]
+            context_scores = result.scores
+            if condenser.evidence_ranker is not None and (last or condenser.evidence_ranker_context):
+                ranked = evidence_scores(condenser.evidence_ranker, c.claim, trace.hop_read(last))
+                if last:
+                    trace.evidence = hop_evidence(result.candidates, ranked, condenser, c.num_hops)
+                if condenser.evidence_ranker_context:
+                    context_scores = ranked
+            trace.kept = kept_facts(result.candidates, context_scores, condenser.max_kept, condenser.min_kept, thresholds[t])
             traces[r].append(trace)
         for r in active:
             context[r] = traces[r][-1].kept
@@ -255,12 +262,6 @@ def verify_claims_at_thresholds(
         prob_supported = [prob_of[_query_key(runs, for_reader, r)] for r in range(len(runs))]
     verdicts = [Verdict(c.uid, prob_supported[r], final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
-
-
-def ranked_evidence(condenser: CondenserConfig, claim: ClaimInput, read: HopRead) -> list[tuple[Sentence, float]]:
-    """The claim's evidence cut from its last ``read`` by the evidence rule at the evidence
-    ranker's scores (``condenser.evidence_ranker``) instead of stage 2's, best first."""
-    return hop_evidence(read.candidates, evidence_scores(condenser.evidence_ranker, claim.claim, read), condenser, claim.num_hops)
 
 
 class MissingPassageText(LookupError):

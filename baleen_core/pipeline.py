@@ -177,6 +177,7 @@ class Trained:
     context_threshold: float  # chosen on the held-out training claims; the reader trained on its facts
     evidence_floors: dict[int, float]  # the evidence rule's floor per hop count, chosen on the same claims (empty: 0, the reference's)
     evidence_ranker: EvidenceRankerWeights | None = None  # fitted on the same claims' run (training.calibration.evidence_ranker), else None
+    evidence_ranker_context: bool = False  # the ranker sets the context too (training.calibration.evidence_ranker_context)
 
 
 def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch: int | None = None) -> FliprSearcher:
@@ -237,18 +238,25 @@ def train_condensers_and_reader(
         held = sorted(claims.held_out(config.labels))
         thresholds = list(training.calibration.thresholds) if training.calibration.enabled else [condenser.stage2_threshold]
         started = time.perf_counter()
-        runs = verify_claims_at_thresholds(
-            claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
-        )
-        best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
-        chosen_run = runs[thresholds.index(best.threshold)]
+
+        def calibrated_run(engine_condenser) -> tuple:  # flows/training.py's calibrated_engine_run
+            runs = verify_claims_at_thresholds(
+                claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
+            )
+            best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
+            return best, trials, runs[thresholds.index(best.threshold)]
+
+        best, trials, chosen_run = calibrated_run(condenser)
         reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
         if training.calibration.evidence_ranker:  # tasks/condensing.py's fit_ranker and ranked_last_reads
             text = {v.uid: claims.rows[v.uid]["claim"] for v in chosen_run}
-            hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
-            ranker = fit_evidence_ranker(text, hop_reads, claims.gold)
-            reads = {uid: ranked_last_read(read.hops, text[uid], hop_reads[uid][-1], ranker) if uid in hop_reads else read for uid, read in reads.items()}
+            ranker = fit_evidence_ranker(text, {v.uid: v.hop_reads() for v in chosen_run if v.hops}, claims.gold)
             calibration["evidence_ranker"] = ranker.model_dump(mode="json")
+            if training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
+                best, trials, chosen_run = calibrated_run(config.with_evidence_ranker(ranker, context=True).condenser)
+                calibration["evidence_ranker_context"] = True
+            hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
+            reads = {v.uid: ranked_last_read(claims.rows[v.uid]["num_hops"], text[v.uid], hop_reads[v.uid][-1], ranker) if v.uid in hop_reads else v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
         floors = dict(condenser.evidence_floors)
         if config.chooses_evidence_floors:
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
@@ -344,7 +352,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
     ranker = calibration.get("evidence_ranker")
     return Trained(
         flipr, index, stage1, stage2, reader, labels, calibration["threshold"], parse_floors(calibration.get("evidence_floors", {})),
-        None if ranker is None else EvidenceRankerWeights.model_validate(ranker),
+        None if ranker is None else EvidenceRankerWeights.model_validate(ranker), calibration.get("evidence_ranker_context", False),
     ), {
         "flipr_steps_per_s": round(float(np.mean([m["steps_per_s"] for m in flipr_steps])), 2),
         "seconds": round(time.perf_counter() - started, 1),
@@ -460,7 +468,7 @@ def evaluate_pipeline(
     (:func:`inference_variant`) runs the full system again after its own warm-up: its speed and
     how many claims' predictions differ from the timed run's (``variants``)."""
     engine: dict = {}
-    config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors).with_evidence_ranker(trained.evidence_ranker)
+    config = config.with_stage2_threshold(trained.context_threshold).with_evidence_floors(trained.evidence_floors).with_evidence_ranker(trained.evidence_ranker, trained.evidence_ranker_context)
     retrievers = {  # query_batch: FLIPR's queries searched together (None: the searcher's default)
         "baleen": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),
         "single-hop": lambda query_batch=None: flipr_system_retriever(trained.flipr, trained.index, config, bm25, query_batch),

@@ -6,7 +6,8 @@
     → condenser stage 1 → condenser stage 2 (on the last labels)
     → the engine without its reader over the held-out training claims, at every context threshold (one pass)
     → the context threshold whose final facts match the gold ones best (``training.calibration``)
-    → with ``training.calibration.evidence_ranker``, the evidence ranker fitted on that run's hops
+    → with ``training.calibration.evidence_ranker``, the evidence ranker fitted on that run's hops (with
+      ``evidence_ranker_context``, the engine again with the ranker setting the context, and the threshold chosen on that)
     → the evidence floor per hop count whose re-cut evidence matches them best (``training.calibration.evidence_floors``)
     → reader (on that run's final facts at those floors and on gold facts)
     → condensers and reader on the dev claims' gold passages
@@ -123,12 +124,11 @@ def train_condensers_and_reader(
     stage1 = train_condenser_stage1(root, labels, *data, config.condenser, training.stage1, round_number, run_id, force)["stage1_checkpoint"]
     stage2 = train_condenser_stage2(root, labels, stage1, *data, config.condenser, training.stage2, round_number, run_id, force)["stage2_checkpoint"]
     thresholds = training.calibration.thresholds if training.calibration.enabled else [config.condenser.stage2_threshold]
-    runs = verify_held_out(root, *data, {"index": index, "stage1": stage1, "stage2": stage2}, config, thresholds, run_id, force)
-    for _, traces in runs:
-        validate_artifact(root, "hop_traces", {"hop_traces": traces})
-    chosen = choose_context_threshold(root, runs, gold_facts)["threshold"] if len(runs) > 1 else runs[0][0]
-    engine_facts = dict(runs)[chosen]
+    models = {"index": index, "stage1": stage1, "stage2": stage2}
+    engine_facts = calibrated_engine_run(root, data, models, config, thresholds, run_id, force)
     ranker = fit_ranker(root, engine_facts, *data)["ranker"] if training.calibration.evidence_ranker else None
+    if ranker is not None and training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
+        engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), thresholds, run_id, force)
     floors = (
         choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid, ranker, passages, sentences)["floors"]
         if config.chooses_evidence_floors
@@ -137,6 +137,19 @@ def train_condensers_and_reader(
     reader = train_claim_reader(root, engine_facts, *data, config.condenser, config.reader, training.reader, round_number, run_id, force, floors, stage2, ranker)["reader_checkpoint"]
     evaluate_condensers(root, stage1, stage2, reader, *data, config.condenser, config.reader, "dev", run_id)
     return {"stage1": stage1, "stage2": stage2, "reader_facts": engine_facts, "reader": reader}
+
+
+def calibrated_engine_run(
+    root: str, data: tuple[ArtifactRef, ...], models: dict[str, ArtifactRef], config: BaleenConfig, thresholds: list[float], run_id: str, force: bool
+) -> ArtifactRef:
+    """The engine without its reader over the held-out training claims (``data``: claims, gold
+    facts, passages, sentences) at every context threshold, each run validated, and the run of
+    the threshold whose final facts best match the gold ones."""
+    runs = verify_held_out(root, *data, models, config, thresholds, run_id, force)
+    for _, traces in runs:
+        validate_artifact(root, "hop_traces", {"hop_traces": traces})
+    chosen = choose_context_threshold(root, runs, data[1])["threshold"] if len(runs) > 1 else runs[0][0]
+    return dict(runs)[chosen]
 
 
 @flow(name="condensers", flow_run_name="condensers · labels round {round_number}", log_prints=True)

@@ -150,7 +150,7 @@ def _meta(run_id: str, producer: str, fp: str, inputs: dict, params: dict) -> di
 #: Settings that only decide which of stage 2's facts the engine keeps: no condenser's training
 #: examples depend on them; the reader's do, through the fingerprint of the engine run it reads
 #: (which holds the threshold it really ran with, calibrated or not)
-KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors", "evidence_rule", "evidence_ranker")
+KEEPING_FIELDS = ("min_kept", "stage2_threshold", "evidence_min_facts", "evidence_max_passages", "evidence_floors", "evidence_rule", "evidence_ranker", "evidence_ranker_context")
 
 
 def training_layout(condenser: CondenserConfig) -> dict:
@@ -300,6 +300,8 @@ def train_claim_reader(
         params["evidence_rule"] = rule
     if evidence_ranker is not None:  # likewise
         params["evidence_ranker"] = dict(evidence_ranker)
+    if engine_facts.manifest.params["condenser"].get("evidence_ranker_context"):  # the run's context was the ranker's
+        params["evidence_ranker_context"] = True
     start, start_inputs = reader_start(reader, config, stage2)
     inputs = {"engine_facts": engine_facts.fingerprint, "claims": claims.fingerprint, "gold_facts": gold_facts.fingerprint, **start_inputs}
     fp = fingerprint(step="train_reader", inputs=inputs, start=start, params=params, version=READER_CHECKPOINT.version)

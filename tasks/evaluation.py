@@ -68,7 +68,7 @@ def trained_config(config: BaleenConfig, models: ModelRefs) -> BaleenConfig:
     if params.get("evidence_floors") is not None:
         config = config.with_evidence_floors(params["evidence_floors"])
     if params.get("evidence_ranker") is not None:
-        config = config.with_evidence_ranker(params["evidence_ranker"])
+        config = config.with_evidence_ranker(params["evidence_ranker"], params.get("evidence_ranker_context", False))
     if reader is not None:  # a reader without the keys was trained on the reference's rule, reading the evidence
         config = config.with_evidence_rule(params.get("evidence_rule", "l3x")).with_reader_last_read_facts(params.get("reader", {}).get("last_read_facts"))
     return config
@@ -152,7 +152,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 
 #: Condenser settings added after engine runs recorded their fingerprints: at their defaults
 #: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
-ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule", "evidence_ranker")
+ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule", "evidence_ranker", "evidence_ranker_context")
 SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop",)  # in a run's fingerprint only when set: earlier runs stay reusable
 
 
@@ -239,10 +239,11 @@ def verify_split(
     return publish_verdicts(store, system, verdicts[0], stats, run_id=run_id, producer=producer, fingerprint=fp, inputs=inputs, params=params)
 
 
-def reader_facts_producer(threshold: float) -> str:
+def reader_facts_producer(threshold: float, ranked_context: bool = False) -> str:
     """``reader-facts-tTHRESHOLD`` (e.g. ``reader-facts-t-1``): the engine's run over the held-out
-    training claims at one context threshold, whose final facts the reader may train on."""
-    return f"reader-facts-t{threshold:g}"
+    training claims at one context threshold, whose final facts the reader may train on;
+    ``reader-facts-ranked-tTHRESHOLD`` when the evidence ranker's scores set the context."""
+    return f"reader-facts-{'ranked-' if ranked_context else ''}t{threshold:g}"
 
 
 @task(name="verify-held-out", task_run_name="verify-held-out-claims · the reader's training facts", tags=[GPU_TAG])
@@ -283,14 +284,15 @@ def verify_held_out(
             "search": fingerprint_params(config.search, added_later=SEARCH_FIELDS_ADDED_LATER),
         }
         identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
-    found = {threshold: None if force else store.find("hop_traces", reader_facts_producer(threshold), fp) for threshold, _, fp in identities}
+    producer = lambda threshold: reader_facts_producer(threshold, config.condenser.evidence_ranker_context)  # noqa: E731
+    found = {threshold: None if force else store.find("hop_traces", producer(threshold), fp) for threshold, _, fp in identities}
     missing = [identity for identity in identities if found[identity[0]] is None]
     if missing:
         rows = evaluation_claims(store, claims, "train", None, uids)
         label = f"verify {len(rows)} held-out training claims · baleen without its reader · {len(missing)} context threshold(s)"
         verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label)
         for (threshold, params, fp), threshold_verdicts in zip(missing, verdicts, strict=True):
-            with store.writer("hop_traces", run_id=run_id, producer=reader_facts_producer(threshold), fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
+            with store.writer("hop_traces", run_id=run_id, producer=reader_facts_producer(threshold, config.condenser.evidence_ranker_context), fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
                 writer.write(trace_table("baleen", threshold_verdicts))
                 writer.stats = stats
             found[threshold] = writer.ref

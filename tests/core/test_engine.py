@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from baleen_core.condensing import SequenceModel, evidence_facts, read_verdicts
+from baleen_core.condensing import SequenceModel, evidence_facts, kept_facts, read_verdicts
 from baleen_core.condensing.condense import first_passage_facts
 from baleen_core.condensing.calibration import evidence_at_floor
 from baleen_core.condensing.condense import hop_evidence
@@ -166,11 +166,16 @@ def test_the_first_h_passages_rule_cuts_the_evidence_by_each_claims_hop_count(mo
         assert evidence_at_floor(w.last_read(len(w.hops)), 3.0, rule) == [s.key for s, _ in v.facts]
 
 
+#: A ranker that prefers the facts whose passage the hop retrieved last, against stage 2's order.
+LAST_RETRIEVED_FIRST = EvidenceRankerWeights(
+    features=list(FEATURES), weights=[1.0 if name == "retrieval_rank" else 0.0 for name in FEATURES], bias=0.0, mean=[0.0] * len(FEATURES),
+    scale=[1.0] * len(FEATURES), examples=1, claims=1,
+)
+
+
 def test_an_evidence_ranker_cuts_the_last_hops_evidence_from_its_scores_and_changes_nothing_else(models):
     plain, _ = run(models, CLAIMS, depth=6)
-    # a ranker that prefers the facts whose passage the hop retrieved last, against stage 2's order
-    weights = [1.0 if name == "retrieval_rank" else 0.0 for name in FEATURES]
-    ranker = EvidenceRankerWeights(features=list(FEATURES), weights=weights, bias=0.0, mean=[0.0] * len(FEATURES), scale=[1.0] * len(FEATURES), examples=1, claims=1)
+    ranker = LAST_RETRIEVED_FIRST
     ranked, _ = run(models, CLAIMS, condenser=CONDENSER.model_copy(update={"evidence_ranker": ranker}), depth=6)
     changed = 0
     for v, w, claim in zip(ranked, plain, CLAIMS, strict=True):
@@ -184,6 +189,28 @@ def test_an_evidence_ranker_cuts_the_last_hops_evidence_from_its_scores_and_chan
         assert [x for _, x in v.facts] == sorted((x for _, x in v.facts), reverse=True)
         changed += [s.key for s, _ in v.facts] != [s.key for s, _ in w.facts]
     assert changed  # the ranker's order is not stage 2's on this world
+
+
+def test_an_evidence_ranker_reading_the_context_keeps_its_best_facts_at_every_hop(models):
+    plain, _ = run(models, CLAIMS, depth=6)
+    ranker = LAST_RETRIEVED_FIRST
+    condenser = CONDENSER.model_copy(update={"evidence_ranker": ranker, "evidence_ranker_context": True})
+    ranked, _ = run(models, CLAIMS, condenser=condenser, depth=6)
+    contexts_differ = 0
+    for v, w, claim in zip(ranked, plain, CLAIMS, strict=True):
+        assert v.hops[0].retrieved == w.hops[0].retrieved and v.hops[0].stage2 == w.hops[0].stage2  # hop 1 reads the claim alone
+        for i, hop in enumerate(v.hops):
+            last = i == len(v.hops) - 1
+            scores = evidence_scores(ranker, claim.claim, hop.hop_read(last))
+            candidates = [s for s, _ in hop.stage2]
+            # the context: of the ranker's best max_kept, those above the threshold (-100 here: all 3)
+            assert hop.kept == kept_facts(candidates, scores, CONDENSER.max_kept, CONDENSER.min_kept, CONDENSER.stage2_threshold)
+            if last:
+                assert v.facts == hop.evidence == hop_evidence(candidates, scores, CONDENSER, claim.num_hops)
+        contexts_differ += [[s.key for s, _ in h.kept] for h in v.hops] != [[s.key for s, _ in h.kept] for h in w.hops]
+    assert contexts_differ  # the ranker's context is not stage 2's on this world
+    with pytest.raises(ValueError, match="needs an evidence ranker"):
+        CondenserConfig(evidence_ranker_context=True)
 
 
 def test_without_a_reader_the_hops_and_final_facts_are_the_same_and_no_verdict_is_read(models):

@@ -480,3 +480,39 @@ def test_the_evidence_ranker_is_fitted_on_the_held_out_run_and_the_floors_and_re
     engine = trained_config(config, {"reader": reader}).condenser
     assert engine.evidence_ranker == ranker and engine.evidence_floors == {hops: best.threshold for hops, (best, _) in chosen.items()}
     assert trained_config(config, {"reader": before}).condenser.evidence_ranker is None
+
+
+@pytest.mark.slow  # about 40 s on 2 cores on the suite's longest path; an option that is off by default
+def test_an_evidence_ranker_reading_the_context_reruns_the_calibration_on_its_scores(pipeline_world, tmp_path):
+    """``training.calibration.evidence_ranker_context``: after the ranker is fitted on the first
+    calibration run, the engine runs over the held-out claims again with the ranker setting the
+    context (published under ``reader-facts-ranked-tT``), the threshold is chosen on that run, and
+    the reader trains on it and records that the ranker reads the context."""
+    from baleen_core.condensing.calibration import choose_threshold, threshold_trial
+    from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+    from baleen_tasks.condensing import final_facts_of, gold_fact_sets, hop_reads_of
+    from baleen_tasks.evaluation import trained_config
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    calibration = config.training.calibration.model_copy(update={"evidence_ranker": True, "evidence_ranker_context": True})
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"calibration": calibration}))
+    trained = condensers_flow(copy_config)
+    store, facts, reader = ArtifactStore(copy), trained["reader_facts"], trained["reader"]
+    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
+    # the ranker was fitted on the first calibration run, the one the training without it chose
+    first = refs["training/reader_facts"]
+    ranker = fit_evidence_ranker(*hop_reads_of(store, first, claims, passages, sentences), gold_fact_sets(store, store.latest("gold_facts", "claims")))
+    assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json")
+    # then the engine ran again at every threshold with the ranker setting the context
+    ranked = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-ranked-t")}
+    assert sorted(ranked) == sorted(calibration.thresholds) and facts in ranked.values()
+    assert all(ref.manifest.params["condenser"]["evidence_ranker_context"] is True and ref.manifest.params["condenser"]["evidence_ranker"] == ranker.model_dump(mode="json") for ref in ranked.values())
+    uids = sorted(final_facts_of(store, facts))
+    gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), uids)
+    trials = [threshold_trial(t, [final_facts_of(store, ref)[uid] for uid in uids], [gold[uid] for uid in uids]) for t, ref in ranked.items()]
+    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == choose_threshold(trials).threshold
+    assert reader.manifest.params["evidence_ranker_context"] is True
+    engine = trained_config(config, {"reader": reader}).condenser
+    assert engine.evidence_ranker == ranker and engine.evidence_ranker_context and engine.stage2_threshold == reader.manifest.params["context_threshold"]
