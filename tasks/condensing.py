@@ -454,9 +454,7 @@ def hop_reads_of(
     rows = sorted(store.read_table(traces, columns).to_pylist(), key=lambda t: (t["uid"], t["hop"]))
     texts = passages_by_pid(store, passages, sentences, {pid for t in rows for pid in t["stage2_pids"]})
     sentence = {s.key: s for p in texts.values() for s in p.sentences}
-    last_hop: dict[str, int] = {}
-    for t in rows:
-        last_hop[t["uid"]] = max(t["hop"], last_hop.get(t["uid"], 0))
+    last_hop = {t["uid"]: t["hop"] for t in rows}  # rows are in hop order, so each claim's last one stays
     reads: dict[str, list[HopRead]] = {}
     for t in rows:
         stage1 = {(pid, sid): score for pid, sid, score in zip(t["stage1_pids"], t["stage1_sids"], t["stage1_scores"], strict=True)}
@@ -469,10 +467,10 @@ def hop_reads_of(
 def ranked_last_reads(
     store: ArtifactStore, traces: ArtifactRef, claims: ArtifactRef, passages: ArtifactRef, sentences: ArtifactRef, ranker: EvidenceRankerWeights
 ) -> dict[str, LastRead]:
-    """Each claim's last stage-2 read in ``traces`` (:func:`last_reads_of`) scored by the evidence
+    """Each claim's last stage-2 read in ``traces`` (as :func:`last_reads_of` gives it) scored by the evidence
     ranker instead of stage 2: the evidence the engine cuts with that ranker follows from it."""
     text, reads = hop_reads_of(store, traces, claims, passages, sentences)
-    hops = {uid: read.hops for uid, read in last_reads_of(store, traces, claims).items()}
+    hops = {r["uid"]: r["num_hops"] for r in store.read_rows(claims, "uid", sorted(reads), ["uid", "num_hops"]).to_pylist()}
     return {uid: ranked_last_read(hops[uid], text[uid], hop[-1], ranker) for uid, hop in reads.items()}
 
 
