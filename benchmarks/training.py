@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--evidence-ranker] [--evidence-ranker-context] [--k-claim-first-hop K]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--no-evidence-ranker] [--evidence-ranker-context] [--k-claim-first-hop K]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -95,12 +95,13 @@ def main() -> None:
         help="reader.lexical_coverage: a second expert beside the reader, over which of the claim's words and names its facts never mention",
     )
     parser.add_argument(
-        "--evidence-ranker", action="store_true",
-        help="training.calibration.evidence_ranker: fit the evidence ranker on the held-out claims' engine run; the last hop's evidence is cut from its scores",
+        "--evidence-ranker", action=argparse.BooleanOptionalAction, default=True,
+        help="training.calibration.evidence_ranker: fit the evidence ranker on the held-out claims' engine run; the last hop's evidence is cut from its scores "
+        "(default on: adopted on two held-out packs, docs/benchmarks.md; --no-evidence-ranker: stage 2's scores, as the library's default)",
     )
     parser.add_argument(
         "--evidence-ranker-context", action="store_true",
-        help="training.calibration.evidence_ranker_context (implies --evidence-ranker): the ranker sets every hop's context too, the threshold chosen on a second engine run",
+        help="training.calibration.evidence_ranker_context (needs --evidence-ranker): the ranker sets every hop's context too, the threshold chosen on a second engine run",
     )
     parser.add_argument(
         "--reader-augment", default=None, type=lambda text: [kind for kind in text.split(",") if kind],
@@ -198,8 +199,9 @@ def main() -> None:
         settings["training"]["reader"]["augment"] = args.reader_augment
     if args.reader_contrast_margin is not None:
         settings["training"]["reader"]["contrast_margin"] = args.reader_contrast_margin
-    if args.evidence_ranker or args.evidence_ranker_context:
-        settings["training"]["calibration"] = {"evidence_ranker": True, **({"evidence_ranker_context": True} if args.evidence_ranker_context else {})}
+    if args.evidence_ranker_context and not args.evidence_ranker:
+        parser.error("--evidence-ranker-context needs the evidence ranker: drop --no-evidence-ranker")
+    settings["training"]["calibration"] = {"evidence_ranker": args.evidence_ranker, **({"evidence_ranker_context": True} if args.evidence_ranker_context else {})}
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if native_bfloat16:
