@@ -411,7 +411,16 @@ class ThresholdCalibrationConfig(_Strict):
     evidence_ranker_context: bool = Field(
         default=False,
         description="With evidence_ranker: the ranker also sets every hop's context (condenser.evidence_ranker_context), so the engine runs "
-        "over the same claims a second time, at every threshold of the grid on its scores, and the context threshold is chosen on that run.",
+        "over the same claims a second time, at every threshold of ranker_thresholds on its scores, and the context threshold is chosen on that run.",
+    )
+
+    ranker_thresholds: list[float] = Field(
+        # both held-out packs chose -1 of 4 ... -2 on the ranker's log-odds, final-fact F1 falling on
+        # either side (docs/benchmarks.md): three points cost 3/7 of the second pass
+        default_factory=lambda: [0.0, -1.0, -2.0],
+        min_length=1,
+        description="With evidence_ranker_context: the ranker's log-odds tried for the context in the second engine run (0, -1, -2 keep facts "
+        "the ranker thinks gold with P above 0.5, 0.27, 0.12).",
     )
 
     @model_validator(mode="after")

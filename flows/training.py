@@ -128,7 +128,8 @@ def train_condensers_and_reader(
     engine_facts = calibrated_engine_run(root, data, models, config, thresholds, run_id, force)
     ranker = fit_ranker(root, engine_facts, *data)["ranker"] if training.calibration.evidence_ranker else None
     if ranker is not None and training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
-        engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), thresholds, run_id, force)
+        ranker_thresholds = training.calibration.ranker_thresholds if training.calibration.enabled else thresholds
+        engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), ranker_thresholds, run_id, force)
     floors = (
         choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid, ranker, passages, sentences)["floors"]
         if config.chooses_evidence_floors

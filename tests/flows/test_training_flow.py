@@ -507,7 +507,8 @@ def test_an_evidence_ranker_reading_the_context_reruns_the_calibration_on_its_sc
     assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json")
     # then the engine ran again at every threshold with the ranker setting the context
     ranked = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-ranked-t")}
-    assert sorted(ranked) == sorted(calibration.thresholds) and facts in ranked.values()
+    # (its own grid, on the ranker's log-odds: not the first run's, on stage 2's)
+    assert sorted(ranked) == sorted(calibration.ranker_thresholds) != sorted(calibration.thresholds) and facts in ranked.values()
     assert all(ref.manifest.params["condenser"]["evidence_ranker_context"] is True and ref.manifest.params["condenser"]["evidence_ranker"] == ranker.model_dump(mode="json") for ref in ranked.values())
     uids = sorted(final_facts_of(store, facts))
     gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), uids)
