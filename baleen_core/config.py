@@ -413,7 +413,6 @@ class ThresholdCalibrationConfig(_Strict):
         description="With evidence_ranker: the ranker also sets every hop's context (condenser.evidence_ranker_context), so the engine runs "
         "over the same claims a second time, at every threshold of ranker_thresholds on its scores, and the context threshold is chosen on that run.",
     )
-
     ranker_thresholds: list[float] = Field(
         # both held-out packs chose -1 of 4 ... -2 on the ranker's log-odds, final-fact F1 falling on
         # either side (docs/benchmarks.md): three points cost 3/7 of the second pass
