@@ -422,6 +422,14 @@ class ThresholdCalibrationConfig(_Strict):
         "the ranker thinks gold with P above 0.5, 0.27, 0.12).",
     )
 
+    def context_grids(self, stage2_threshold: float) -> tuple[list[float], list[float]]:
+        """The context thresholds the engine runs at over the held-out claims: on stage 2's scores,
+        then (with evidence_ranker_context) on the ranker's; with the calibration off, the one
+        ``stage2_threshold`` given for both."""
+        if not self.enabled:
+            return [stage2_threshold], [stage2_threshold]
+        return list(self.thresholds), list(self.ranker_thresholds)
+
     @model_validator(mode="after")
     def _context_needs_the_ranker(self) -> ThresholdCalibrationConfig:
         if self.evidence_ranker_context and not self.evidence_ranker:

@@ -236,15 +236,15 @@ def train_condensers_and_reader(
     def reader_set() -> list:  # tasks/evaluation.py's verify_held_out, tasks/condensing.py's choose_context_threshold and read_reader_claims
         ev = config.evaluation
         held = sorted(claims.held_out(config.labels))
-        thresholds = list(training.calibration.thresholds) if training.calibration.enabled else [condenser.stage2_threshold]
+        thresholds, ranker_thresholds = training.calibration.context_grids(condenser.stage2_threshold)
         started = time.perf_counter()
 
-        def calibrated_run(engine_condenser, thresholds: list[float]) -> tuple:  # flows/training.py's calibrated_engine_run
+        def calibrated_run(engine_condenser, grid: list[float]) -> tuple:  # flows/training.py's calibrated_engine_run
             runs = verify_claims_at_thresholds(
-                claim_inputs(claims, held), thresholds, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
+                claim_inputs(claims, held), grid, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
             )
-            best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(thresholds, runs, strict=True)}, claims.gold)
-            return best, trials, runs[thresholds.index(best.threshold)]
+            best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(grid, runs, strict=True)}, claims.gold)
+            return best, trials, runs[grid.index(best.threshold)]
 
         best, trials, chosen_run = calibrated_run(condenser, thresholds)
         reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
@@ -253,7 +253,6 @@ def train_condensers_and_reader(
             ranker = fit_evidence_ranker(text, {v.uid: v.hop_reads() for v in chosen_run if v.hops}, claims.gold)
             calibration["evidence_ranker"] = ranker.model_dump(mode="json")
             if training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
-                ranker_thresholds = list(training.calibration.ranker_thresholds) if training.calibration.enabled else thresholds
                 best, trials, chosen_run = calibrated_run(config.with_evidence_ranker(ranker, context=True).condenser, ranker_thresholds)
                 calibration["evidence_ranker_context"] = True
             hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}

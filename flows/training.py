@@ -123,12 +123,11 @@ def train_condensers_and_reader(
     data = (claims, gold_facts, passages, sentences)
     stage1 = train_condenser_stage1(root, labels, *data, config.condenser, training.stage1, round_number, run_id, force)["stage1_checkpoint"]
     stage2 = train_condenser_stage2(root, labels, stage1, *data, config.condenser, training.stage2, round_number, run_id, force)["stage2_checkpoint"]
-    thresholds = training.calibration.thresholds if training.calibration.enabled else [config.condenser.stage2_threshold]
+    thresholds, ranker_thresholds = training.calibration.context_grids(config.condenser.stage2_threshold)
     models = {"index": index, "stage1": stage1, "stage2": stage2}
     engine_facts = calibrated_engine_run(root, data, models, config, thresholds, run_id, force)
     ranker = fit_ranker(root, engine_facts, *data)["ranker"] if training.calibration.evidence_ranker else None
     if ranker is not None and training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
-        ranker_thresholds = training.calibration.ranker_thresholds if training.calibration.enabled else thresholds
         engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), ranker_thresholds, run_id, force)
     floors = (
         choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid, ranker, passages, sentences)["floors"]

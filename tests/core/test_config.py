@@ -120,3 +120,9 @@ def test_the_first_hop_k_is_the_engines_and_never_a_label_rounds(tmp_path):
     path.write_text("search: {k_claim_first_hop: 0}\n")
     with pytest.raises(ConfigError, match="k_claim_first_hop"):
         BaleenConfig.load(path)
+
+
+def test_the_calibration_runs_stage_2s_grid_then_the_rankers_and_only_the_given_threshold_when_off():
+    calibration = BaleenConfig().training.calibration.model_copy(update={"thresholds": [1.0, 0.0], "ranker_thresholds": [-1.0]})
+    assert calibration.context_grids(0.5) == ([1.0, 0.0], [-1.0])
+    assert calibration.model_copy(update={"enabled": False}).context_grids(0.5) == ([0.5], [0.5])
