@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument(
         "--evidence-ranker", action=argparse.BooleanOptionalAction, default=True,
         help="training.calibration.evidence_ranker: fit the evidence ranker on the held-out claims' engine run; the last hop's evidence is cut from its scores "
-        "(default on: adopted on two held-out packs, docs/benchmarks.md; --no-evidence-ranker: stage 2's scores, as the library's default)",
+        "(default on: adopted on two held-out packs, docs/benchmarks.md; as in the library; --no-evidence-ranker: stage 2's scores, the defaults before it)",
     )
     parser.add_argument(
         "--evidence-ranker-context", action=argparse.BooleanOptionalAction, default=None,

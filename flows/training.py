@@ -116,8 +116,9 @@ def train_condensers_and_reader(
 ) -> dict[str, ArtifactRef]:
     """Stage 1 → stage 2 (on stage 1's candidates) → the engine (FLIPR ``index``, both stages, no
     reader) over the held-out training claims, at every context threshold of the calibration →
-    the threshold chosen on them → the evidence floor per hop count chosen on that run's last
-    stage-2 reads → reader (on that run's final facts at those floors and on gold facts), then all
+    the threshold chosen on them → the evidence ranker fitted on that run (with it setting the
+    context, the engine again at the ranker's thresholds, and the threshold chosen on that) → the
+    evidence floor per hop count chosen on that run's last reads (the ranker's scores) → reader (on that run's final facts at those floors and on gold facts), then all
     three on the dev claims' gold passages."""
     root, round_number, training = str(config.store_root), labels.manifest.params.get("round", 0), config.training
     data = (claims, gold_facts, passages, sentences)

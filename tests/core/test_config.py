@@ -126,3 +126,19 @@ def test_the_calibration_runs_stage_2s_grid_then_the_rankers_and_only_the_given_
     calibration = BaleenConfig().training.calibration.model_copy(update={"thresholds": [1.0, 0.0], "ranker_thresholds": [-1.0]})
     assert calibration.context_grids(0.5) == ([1.0, 0.0], [-1.0])
     assert calibration.model_copy(update={"enabled": False}).context_grids(0.5) == ([0.5], [0.5])
+
+
+def test_the_evidence_ranker_and_its_context_are_on_and_turning_the_ranker_off_turns_off_both(tmp_path):
+    calibration = BaleenConfig().training.calibration
+    assert calibration.evidence_ranker and calibration.evidence_ranker_context
+    path = tmp_path / "baleen.yaml"
+    path.write_text("training: {calibration: {evidence_ranker: false}}\n")
+    off = BaleenConfig.load(path).training.calibration
+    assert not off.evidence_ranker and not off.evidence_ranker_context
+    path.write_text("training: {calibration: {evidence_ranker_context: false}}\n")
+    alone = BaleenConfig.load(path).training.calibration
+    assert alone.evidence_ranker and not alone.evidence_ranker_context
+    # asking for the context without the ranker it reads is an error, not a silent off
+    path.write_text("training: {calibration: {evidence_ranker: false, evidence_ranker_context: true}}\n")
+    with pytest.raises(ConfigError, match="evidence_ranker_context needs"):
+        BaleenConfig.load(path)

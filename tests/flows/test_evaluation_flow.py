@@ -39,17 +39,21 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     # every system ran with the context threshold the reader was trained with (chosen in training)
     threshold = refs["training/reader"].manifest.params["context_threshold"]
     assert all(refs[f"evaluation/{system}/predictions"].manifest.params["condenser"]["stage2_threshold"] == threshold for system in SYSTEMS)
-    # and with its evidence floors: each claim's evidence is its last stage-2 read cut at its hop count's floor
+    # and with its evidence ranker and floors: each claim's evidence is its last read, scored by the
+    # ranker (on by default), cut at its hop count's floor
     from baleen_core.condensing.calibration import evidence_at_floor
-    from baleen_core.config import parse_floors
-    from baleen_tasks.condensing import final_facts_of, last_reads_of
+    from baleen_core.config import EvidenceRankerWeights, parse_floors
+    from baleen_tasks.condensing import final_facts_of, ranked_last_reads
 
-    floors = refs["training/reader"].manifest.params["evidence_floors"]
+    params = refs["training/reader"].manifest.params
+    floors, ranker = params["evidence_floors"], EvidenceRankerWeights.model_validate(params["evidence_ranker"])
     assert all(refs[f"evaluation/{system}/predictions"].manifest.params["condenser"]["evidence_floors"] == floors for system in SYSTEMS)
+    assert all(refs[f"evaluation/{system}/predictions"].manifest.params["condenser"]["evidence_ranker"] == params["evidence_ranker"] for system in SYSTEMS)
     condenser = BaleenConfig.load(config).condenser
     for system in SYSTEMS:
         traces = refs[f"evaluation/{system}/hop_traces"]
-        reads, final = last_reads_of(store, traces, refs["claims/claims"]), final_facts_of(store, traces)
+        reads = ranked_last_reads(store, traces, refs["claims/claims"], refs["corpus/passages"], refs["corpus/sentences"], ranker)
+        final = final_facts_of(store, traces)
         assert final == {uid: evidence_at_floor(read, parse_floors(floors).get(read.hops, 0.0), condenser) for uid, read in reads.items()}
 
     # depth 12 per claim (conftest.py): multi-hop systems hop num_hops times reading 12 // H passages

@@ -89,36 +89,47 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert 0 < reader_stats["contrast_pairs"] <= reader_stats["examples"] // 2  # each example in at most one pair
     # the held-out training claims: no label round labelled them (so neither FLIPR nor the condensers
     # trained on them); the engine ran over them without its reader, and the reader trained on their final facts
+    from baleen_core.condensing.calibration import calibrate_evidence_floors, choose_threshold, threshold_trial
+    from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
+    from baleen_core.config import json_floor
+    from baleen_tasks.condensing import final_facts_of, gold_fact_sets, hop_reads_of, ranked_last_reads
+
     reader = store.latest("reader_checkpoint")
-    reader_facts = [ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-t")]
-    facts = next(ref for ref in reader_facts if ref.fingerprint == reader.manifest.inputs["engine_facts"])
+    calibration = cfg.training.calibration
+    traces = [ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-")]
+    facts = next(ref for ref in traces if ref.fingerprint == reader.manifest.inputs["engine_facts"])
     held = set(facts.manifest.params["uids"])
     labelled = {r["uid"] for r in query(store, "SELECT DISTINCT uid FROM hop_labels").to_pylist()}
     training = {r["uid"] for r in query(store, "SELECT uid FROM claims WHERE split = 'train' AND resolved").to_pylist()}
     assert held and not held & labelled and held | labelled == training
     assert {r["uid"] for r in store.read_table(facts, ["uid"]).to_pylist()} == held and reader_stats["engine_claims"] == len(held)
-    # the engine ran over them once per context threshold of the calibration; the reader trained on the
-    # facts of the threshold whose final facts matched the gold facts best, and records it
-    from baleen_core.condensing.calibration import choose_threshold, threshold_trial
-    from baleen_tasks.condensing import final_facts_of, gold_fact_sets
-
-    runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in reader_facts if ref.manifest.run_id == facts.manifest.run_id}
-    assert all(ref.manifest.producer == f"reader-facts-t{threshold:g}" for threshold, ref in runs.items())
-    assert sorted(runs) == sorted(BaleenConfig.load(config).training.calibration.thresholds)
+    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
     gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
-    trials = []
-    for threshold, traces in runs.items():
-        finals = final_facts_of(store, traces)
-        trials.append(threshold_trial(threshold, [finals[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]))
-    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == choose_threshold(trials).threshold
-    # then the evidence floor per hop count, chosen on that run's last stage-2 reads; the reader records the floors it trained with
-    from baleen_core.condensing.calibration import calibrate_evidence_floors
-    from baleen_core.config import json_floor
-    from baleen_tasks.condensing import last_reads_of
 
-    reads = last_reads_of(store, facts, store.latest("claims", "claims"))
+    def calibration_pass(prefix: str) -> tuple[dict, float]:
+        """This run's engine runs published under ``prefix`` by threshold, and the threshold whose final facts match the gold ones best."""
+        runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in traces if ref.manifest.run_id == facts.manifest.run_id and ref.manifest.producer.startswith(prefix)}
+        assert all(ref.manifest.producer == f"{prefix}{threshold:g}" for threshold, ref in runs.items())
+        finals = {threshold: final_facts_of(store, ref) for threshold, ref in runs.items()}
+        return runs, choose_threshold([threshold_trial(t, [f[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]) for t, f in finals.items()]).threshold
+
+    # the engine ran over them once per context threshold of the calibration, on stage 2's scores;
+    # the evidence ranker (on by default) was fitted on every hop of the threshold whose final facts matched the gold facts best
+    first, first_choice = calibration_pass("reader-facts-t")
+    assert sorted(first) == sorted(calibration.thresholds)
+    ranker = fit_evidence_ranker(*hop_reads_of(store, first[first_choice], claims, passages, sentences), gold)
+    assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json")
+    # then once per threshold of the ranker's own grid with the ranker setting every hop's context;
+    # the reader trained on the facts of the best of those, and records it
+    ranked, ranked_choice = calibration_pass("reader-facts-ranked-t")
+    assert sorted(ranked) == sorted(calibration.ranker_thresholds) and facts.fingerprint == ranked[ranked_choice].fingerprint
+    assert all(ref.manifest.params["condenser"]["evidence_ranker"] == reader.manifest.params["evidence_ranker"] for ref in ranked.values())
+    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == ranked_choice
+    assert reader.manifest.params["evidence_ranker_context"] is True
+    # then the evidence floor per hop count, chosen on the ranker's scores of that run's last reads; the reader records the floors it trained with
+    reads = ranked_last_reads(store, facts, claims, passages, sentences, ranker)
     assert set(reads) == held and {read.hops for read in reads.values()} <= {2, 3, 4}
-    chosen = calibrate_evidence_floors(reads, gold, cfg.condenser, cfg.training.calibration.evidence_floor_grid)
+    chosen = calibrate_evidence_floors(reads, gold, cfg.condenser, calibration.evidence_floor_grid)
     assert reader.manifest.params["evidence_floors"] == {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
 
     # and were measured on the dev claims' gold passages
@@ -270,7 +281,8 @@ def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader
     from baleen_core.condensing.condense import first_passage_facts
     from baleen_core.config import BaleenConfig
     from baleen_flows.training import condensers_flow
-    from baleen_tasks.condensing import final_facts_of, last_reads_of
+    from baleen_core.config import EvidenceRankerWeights
+    from baleen_tasks.condensing import final_facts_of, ranked_last_reads
 
     refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
     copy, copy_config = _store_copy_with(pipeline_world, tmp_path, condenser=config.condenser.model_copy(update={"evidence_rule": "first-h-passages"}))
@@ -279,8 +291,10 @@ def test_the_first_h_passages_rule_reuses_the_condensers_and_retrains_the_reader
     reader, facts = trained["reader"], trained["reader_facts"]
     assert facts.manifest.run_id != refs["training/reader"].manifest.run_id and facts.manifest.params["condenser"]["evidence_rule"] == "first-h-passages"
     assert reader.manifest.params["evidence_rule"] == "first-h-passages" and "evidence_floors" not in reader.manifest.params
-    store = ArtifactStore(copy)
-    reads, final = last_reads_of(store, facts, store.latest("claims", "claims")), final_facts_of(store, facts)
+    # (the evidence ranker, on by default, ranks the last read; the rule takes its first H passages)
+    store, ranker = ArtifactStore(copy), EvidenceRankerWeights.model_validate(reader.manifest.params["evidence_ranker"])
+    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
+    reads, final = ranked_last_reads(store, facts, claims, passages, sentences, ranker), final_facts_of(store, facts)
     assert final and final == {uid: [s.key for s, _ in first_passage_facts(read.candidates, read.scores, read.hops)] for uid, read in reads.items()}
     assert all(len({pid for pid, _ in final[uid]}) == min(read.hops, len({s.pid for s in read.candidates})) for uid, read in reads.items())
 
@@ -292,9 +306,9 @@ def test_a_reader_reading_the_last_read_retrains_on_its_best_facts_and_records_i
     retrains, on the best N facts of each held-out claim's last stage-2 read, and records N, so
     the evaluation hands it the same."""
     from baleen_core.condensing import reader_facts
-    from baleen_core.config import BaleenConfig
+    from baleen_core.config import BaleenConfig, EvidenceRankerWeights
     from baleen_flows.training import condensers_flow
-    from baleen_tasks.condensing import last_reads_of, passages_by_pid, read_reader_claims
+    from baleen_tasks.condensing import passages_by_pid, ranked_last_reads, read_reader_claims
 
     refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
     reader_training = config.training.reader.model_copy(update={"max_examples": 8, "epochs": 1})
@@ -306,11 +320,11 @@ def test_a_reader_reading_the_last_read_retrains_on_its_best_facts_and_records_i
     reader = trained["reader"]
     assert reader.manifest.run_id != refs["training/reader"].manifest.run_id and reader.manifest.params["reader"]["last_read_facts"] == 9
     assert "last_read_facts" not in refs["training/reader"].manifest.params["reader"]
-    # what it read of each held-out claim: the best facts of the last read, past the evidence
-    store, facts = ArtifactStore(copy), trained["reader_facts"]
+    # what it read of each held-out claim: the best facts of the last read (ranked by the evidence ranker, on by default), past the evidence
+    store, facts, ranker = ArtifactStore(copy), trained["reader_facts"], reader.manifest.params["evidence_ranker"]
     claims, gold, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("gold_facts", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
-    reads = last_reads_of(store, facts, claims)
-    read = {c.uid: c.engine_facts for c in read_reader_claims(store, facts, claims, gold, passages, sentences, 0, config.condenser, None, 3) if c.engine_facts is not None}
+    reads = ranked_last_reads(store, facts, claims, passages, sentences, EvidenceRankerWeights.model_validate(ranker))
+    read = {c.uid: c.engine_facts for c in read_reader_claims(store, facts, claims, gold, passages, sentences, 0, config.condenser, None, 3, ranker) if c.engine_facts is not None}
     texts = passages_by_pid(store, passages, sentences, {s.pid for last in reads.values() for s in last.candidates})
     fact = {s.key: s.fact for p in texts.values() for s in p.sentences}
     assert read and read == {uid: tuple(fact[s.key] for s, _ in reader_facts([], last.scored, 3)) for uid, last in reads.items()}
@@ -443,77 +457,74 @@ def test_a_reader_with_the_lexical_expert_is_the_same_reader_plus_the_expert(pip
     assert SequenceModel.load("reader", before.path, "cpu").lexical is None
 
 
-@pytest.mark.slow  # about 30 s on 2 cores on the suite's longest path; an option that is off by default
-def test_the_evidence_ranker_is_fitted_on_the_held_out_run_and_the_floors_and_reader_follow_it(pipeline_world, tmp_path):
-    """``training.calibration.evidence_ranker`` on a copy of the store: the condensers and the
-    engine's held-out run are reused; the ranker is fitted on every hop of that run, the floors are
-    chosen on its scores, and the reader records both, so that the evaluation's engine cuts the
-    evidence as the reader's training facts were cut."""
+def _calibration_copy(pipeline_world, tmp_path, **update):
+    """A copy of the session's store whose training calibration has ``update``, its condensers flow
+    run, and what the tests of the ranker's options read: (trained refs, the copy's store, its
+    claims / passages / sentences, the session's config)."""
+    from baleen_core.config import BaleenConfig
+    from baleen_flows.training import condensers_flow
+
+    config = BaleenConfig.load(pipeline_world.config)
+    calibration = config.training.calibration.model_copy(update=update)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"calibration": calibration}))
+    trained = condensers_flow(copy_config)
+    store = ArtifactStore(copy)
+    data = tuple(store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
+    # stage 1, stage 2 and the first calibration pass (on stage 2's scores) are the session's, reused
+    refs = pipeline_world.refs
+    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
+    assert trained["reader_facts"].manifest.producer.startswith("reader-facts-t") and trained["reader"].fingerprint != refs["training/reader"].fingerprint
+    return trained, store, data, config
+
+
+@pytest.mark.slow  # about 30 s on 2 cores on the suite's longest path; an option that is on by default, tested off
+def test_without_the_evidence_ranker_the_floors_and_reader_read_stage_2s_scores(pipeline_world, tmp_path):
+    """``training.calibration.evidence_ranker: false`` on a copy of the store: the reader trains on
+    the first calibration pass (stage 2 setting the context), the floors are chosen on stage 2's
+    scores of each claim's last read, and the reader records no ranker, so the evaluation's engine
+    cuts the evidence as the reference does."""
+    from baleen_core.condensing.calibration import calibrate_evidence_floors
+    from baleen_core.config import json_floor
+    from baleen_tasks.condensing import gold_fact_sets, last_reads_of
+    from baleen_tasks.evaluation import trained_config
+
+    trained, store, (claims, _, _), config = _calibration_copy(pipeline_world, tmp_path, evidence_ranker=False, evidence_ranker_context=False)
+    reader, facts = trained["reader"], trained["reader_facts"]
+    assert "evidence_ranker" not in reader.manifest.params and "evidence_ranker_context" not in reader.manifest.params
+    reads = last_reads_of(store, facts, claims)
+    chosen = calibrate_evidence_floors(reads, gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(reads)), config.condenser, config.training.calibration.evidence_floor_grid)
+    assert reader.manifest.params["evidence_floors"] == {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
+    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"]
+    engine = trained_config(config, {"reader": reader}).condenser
+    assert engine.evidence_ranker is None and not engine.evidence_ranker_context and engine.evidence_floors == {hops: best.threshold for hops, (best, _) in chosen.items()}
+    assert trained_config(config, {"reader": pipeline_world.refs["training/reader"]}).condenser.evidence_ranker is not None  # the session's reader has one
+
+
+@pytest.mark.slow  # about 30 s on 2 cores on the suite's longest path; an option that is on by default, tested off
+def test_the_evidence_ranker_alone_cuts_the_evidence_of_the_first_pass_and_leaves_the_context_to_stage_2(pipeline_world, tmp_path):
+    """``training.calibration.evidence_ranker_context: false`` on a copy of the store: the ranker is
+    fitted on every hop of the first calibration pass, no second pass runs, the floors are chosen
+    on its scores of that pass's last reads, and the reader records the ranker but not that it
+    reads the context."""
     from baleen_core.condensing.calibration import calibrate_evidence_floors
     from baleen_core.condensing.evidence_ranker import FEATURES, fit_evidence_ranker
-    from baleen_core.config import BaleenConfig, json_floor
-    from baleen_flows.training import condensers_flow
+    from baleen_core.config import json_floor
     from baleen_tasks.condensing import gold_fact_sets, hop_reads_of, last_reads_of, ranked_last_reads
     from baleen_tasks.evaluation import trained_config
 
-    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
-    calibration = config.training.calibration.model_copy(update={"evidence_ranker": True})
-    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"calibration": calibration}))
-    trained = condensers_flow(copy_config)
-    assert all(trained[k].manifest.run_id == refs[f"training/{k}"].manifest.run_id for k in ("stage1", "stage2", "reader_facts"))
-    reader, before, facts = trained["reader"], refs["training/reader"], trained["reader_facts"]
-    assert reader.fingerprint != before.fingerprint and "evidence_ranker" not in before.manifest.params
-
-    store = ArtifactStore(copy)
-    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
-    text, reads = hop_reads_of(store, facts, claims, passages, sentences)
-    held = set(last_reads_of(store, facts, claims))
+    trained, store, data, config = _calibration_copy(pipeline_world, tmp_path, evidence_ranker=True, evidence_ranker_context=False)
+    reader, facts = trained["reader"], trained["reader_facts"]
+    text, reads = hop_reads_of(store, facts, *data)
+    held = set(last_reads_of(store, facts, data[0]))
     assert set(reads) == held and all([r.hop for r in hops] == list(range(1, len(hops) + 1)) and hops[-1].last and not any(r.last for r in hops[:-1]) for hops in reads.values())
     gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
     ranker = fit_evidence_ranker(text, reads, gold)
     assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json") and ranker.features == list(FEATURES)
     assert ranker.claims == len(held) and ranker.examples == sum(len(r.candidates) for hops in reads.values() for r in hops)
-    # the floors were chosen on the ranker's scores of each claim's last read, not on stage 2's
-    chosen = calibrate_evidence_floors(ranked_last_reads(store, facts, claims, passages, sentences, ranker), gold, config.condenser, calibration.evidence_floor_grid)
+    # the same ranker as the session's (fitted on the same first pass), which then went on to a second pass; this reader did not
+    assert reader.manifest.params["evidence_ranker"] == pipeline_world.refs["training/reader"].manifest.params["evidence_ranker"]
+    assert "evidence_ranker_context" not in reader.manifest.params and reader.manifest.inputs["engine_facts"] == facts.fingerprint
+    chosen = calibrate_evidence_floors(ranked_last_reads(store, facts, *data, ranker), gold, config.condenser, config.training.calibration.evidence_floor_grid)
     assert reader.manifest.params["evidence_floors"] == {str(hops): json_floor(best.threshold) for hops, (best, _) in chosen.items()}
-    # and the engine that reads with this reader cuts its evidence with the same ranker and floors
     engine = trained_config(config, {"reader": reader}).condenser
-    assert engine.evidence_ranker == ranker and engine.evidence_floors == {hops: best.threshold for hops, (best, _) in chosen.items()}
-    assert trained_config(config, {"reader": before}).condenser.evidence_ranker is None
-
-
-@pytest.mark.slow  # about 40 s on 2 cores on the suite's longest path; an option that is off by default
-def test_an_evidence_ranker_reading_the_context_reruns_the_calibration_on_its_scores(pipeline_world, tmp_path):
-    """``training.calibration.evidence_ranker_context``: after the ranker is fitted on the first
-    calibration run, the engine runs over the held-out claims again with the ranker setting the
-    context (published under ``reader-facts-ranked-tT``), the threshold is chosen on that run, and
-    the reader trains on it and records that the ranker reads the context."""
-    from baleen_core.condensing.calibration import choose_threshold, threshold_trial
-    from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
-    from baleen_core.config import BaleenConfig
-    from baleen_flows.training import condensers_flow
-    from baleen_tasks.condensing import final_facts_of, gold_fact_sets, hop_reads_of
-    from baleen_tasks.evaluation import trained_config
-
-    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
-    calibration = config.training.calibration.model_copy(update={"evidence_ranker": True, "evidence_ranker_context": True})
-    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=config.training.model_copy(update={"calibration": calibration}))
-    trained = condensers_flow(copy_config)
-    store, facts, reader = ArtifactStore(copy), trained["reader_facts"], trained["reader"]
-    claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
-    # the ranker was fitted on the first calibration run, the one the training without it chose
-    first = refs["training/reader_facts"]
-    ranker = fit_evidence_ranker(*hop_reads_of(store, first, claims, passages, sentences), gold_fact_sets(store, store.latest("gold_facts", "claims")))
-    assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json")
-    # then the engine ran again at every threshold with the ranker setting the context
-    ranked = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in store.refs("hop_traces") if ref.manifest.producer.startswith("reader-facts-ranked-t")}
-    # (its own grid, on the ranker's log-odds: not the first run's, on stage 2's)
-    assert sorted(ranked) == sorted(calibration.ranker_thresholds) != sorted(calibration.thresholds) and facts in ranked.values()
-    assert all(ref.manifest.params["condenser"]["evidence_ranker_context"] is True and ref.manifest.params["condenser"]["evidence_ranker"] == ranker.model_dump(mode="json") for ref in ranked.values())
-    uids = sorted(final_facts_of(store, facts))
-    gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), uids)
-    trials = [threshold_trial(t, [final_facts_of(store, ref)[uid] for uid in uids], [gold[uid] for uid in uids]) for t, ref in ranked.items()]
-    assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == choose_threshold(trials).threshold
-    assert reader.manifest.params["evidence_ranker_context"] is True
-    engine = trained_config(config, {"reader": reader}).condenser
-    assert engine.evidence_ranker == ranker and engine.evidence_ranker_context and engine.stage2_threshold == reader.manifest.params["context_threshold"]
+    assert engine.evidence_ranker == ranker and not engine.evidence_ranker_context and engine.evidence_floors == {hops: best.threshold for hops, (best, _) in chosen.items()}
