@@ -423,6 +423,15 @@ class ThresholdCalibrationConfig(_Strict):
         description="With evidence_ranker_context: the ranker's log-odds tried for the context in the second engine run (0, -1, -2 keep facts "
         "the ranker thinks gold with P above 0.5, 0.27, 0.12).",
     )
+    # the hover-mini dev training and the demo both chose the ranker grid's top edge, 0
+    # (docs/benchmarks.md): an edge that wins is a grid that ended too early, as the context grid's did twice
+    steps_past_edge: int = Field(
+        default=2,
+        ge=0,
+        description="When the best threshold of either grid is its highest or lowest, the engine runs over the same claims at one more "
+        "threshold past that edge (the grid's spacing there), at most this many times per grid; each costs one threshold's engine run. "
+        "0: the grids as given.",
+    )
 
     def context_grids(self, stage2_threshold: float) -> tuple[list[float], list[float]]:
         """The context thresholds the engine runs at over the held-out claims: on stage 2's scores,

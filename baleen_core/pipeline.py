@@ -27,7 +27,9 @@ import numpy as np
 import torch
 
 from baleen_core.condensing import SequenceModel
-from baleen_core.condensing.calibration import calibrate_evidence_floors, calibrate_threshold, floor_trial_row, ranked_last_read, reader_facts_at_floors, threshold_trial_row
+from baleen_core.condensing.calibration import (
+    calibrate_evidence_floors, calibrate_threshold, floor_trial_row, ranked_last_read, reader_facts_at_floors, search_threshold_grid, threshold_trial_row,
+)
 from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
 from baleen_core.condensing.lexical import training_stats as lexical_training_stats
 from baleen_core.config import BaleenConfig, EvidenceRankerWeights, LabelConfig, json_floors, parse_floors
@@ -240,22 +242,34 @@ def train_condensers_and_reader(
         started = time.perf_counter()
 
         def calibrated_run(engine_condenser, grid: list[float]) -> tuple:  # flows/training.py's calibrated_engine_run
-            runs = verify_claims_at_thresholds(
-                claim_inputs(claims, held), grid, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config, depth=ev.depth, k=ev.k, hops=ev.hops,
-            )
-            best, trials = calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in verdicts} for t, verdicts in zip(grid, runs, strict=True)}, claims.gold)
-            return best, trials, runs[grid.index(best.threshold)]
+            runs: dict[float, list] = {}
+
+            def calibrated() -> tuple:  # the best and every trial of the thresholds run so far
+                return calibrate_threshold({t: {v.uid: [s.key for s, _ in v.facts] for v in run} for t, run in runs.items()}, claims.gold)
+
+            def run_and_choose(new_thresholds: list[float]) -> float:
+                verdicts = verify_claims_at_thresholds(
+                    claim_inputs(claims, held), new_thresholds, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config,
+                    depth=ev.depth, k=ev.k, hops=ev.hops,
+                )
+                runs.update(zip(new_thresholds, verdicts, strict=True))
+                return calibrated()[0].threshold
+
+            search_threshold_grid(grid, training.calibration.steps_past_edge, run_and_choose)
+            best, trials = calibrated()
+            return best, trials, runs[best.threshold]
 
         best, trials, chosen_run = calibrated_run(condenser, thresholds)
         reads = {v.uid: v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
         if training.calibration.evidence_ranker:  # tasks/condensing.py's fit_ranker and ranked_last_reads
             text = {v.uid: claims.rows[v.uid]["claim"] for v in chosen_run}
-            ranker = fit_evidence_ranker(text, {v.uid: v.hop_reads() for v in chosen_run if v.hops}, claims.gold)
+            hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
+            ranker = fit_evidence_ranker(text, hop_reads, claims.gold)
             calibration["evidence_ranker"] = ranker.model_dump(mode="json")
             if training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
                 best, trials, chosen_run = calibrated_run(config.with_evidence_ranker(ranker, context=True).condenser, ranker_thresholds)
                 calibration["evidence_ranker_context"] = True
-            hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
+                hop_reads = {v.uid: v.hop_reads() for v in chosen_run if v.hops}
             reads = {v.uid: ranked_last_read(claims.rows[v.uid]["num_hops"], text[v.uid], hop_reads[v.uid][-1], ranker) if v.uid in hop_reads else v.last_read(claims.rows[v.uid]["num_hops"]) for v in chosen_run}
         floors = dict(condenser.evidence_floors)
         if config.chooses_evidence_floors:

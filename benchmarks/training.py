@@ -20,7 +20,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
    training claims: that is where the number of label rounds is chosen (``benchmarks/flipr_rounds.py``).
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
-        [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--no-evidence-ranker] [--no-evidence-ranker-context] [--k-claim-first-hop K]
+        [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--no-evidence-ranker] [--no-evidence-ranker-context] [--steps-past-edge N] [--k-claim-first-hop K]
         [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
@@ -102,6 +102,10 @@ def main() -> None:
     parser.add_argument(
         "--evidence-ranker-context", action=argparse.BooleanOptionalAction, default=None,
         help="(default: on with the evidence ranker, adopted on two held-out packs, docs/benchmarks.md) training.calibration.evidence_ranker_context: the ranker sets every hop's context too, the threshold chosen on a second engine run",
+    )
+    parser.add_argument(
+        "--steps-past-edge", type=int, default=None,
+        help="training.calibration.steps_past_edge: thresholds run past a calibration grid's edge while that edge wins (default: the library's, 2; 0: the grids as given)",
     )
     parser.add_argument(
         "--reader-augment", default=None, type=lambda text: [kind for kind in text.split(",") if kind],
@@ -201,8 +205,9 @@ def main() -> None:
         settings["training"]["reader"]["contrast_margin"] = args.reader_contrast_margin
     if args.evidence_ranker_context and not args.evidence_ranker:
         parser.error("--evidence-ranker-context needs the evidence ranker: drop --no-evidence-ranker")
-    ranker_context = args.evidence_ranker if args.evidence_ranker_context is None else args.evidence_ranker_context
-    settings["training"]["calibration"] = {"evidence_ranker": args.evidence_ranker, "evidence_ranker_context": ranker_context}
+    # the library turns the ranker's context off with the ranker, and on with it by default
+    calibration = {"evidence_ranker": args.evidence_ranker, "evidence_ranker_context": args.evidence_ranker_context, "steps_past_edge": args.steps_past_edge}
+    settings["training"]["calibration"] = {key: value for key, value in calibration.items() if value is not None}
     # the engine runs inside training too (over the held-out claims, once per context threshold):
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if native_bfloat16:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from baleen_core.condensing.calibration import search_threshold_grid
 from baleen_core.config import BaleenConfig
 from baleen_flows.config_check import config_checked
 from baleen_flows.index import index_flow
@@ -144,13 +145,18 @@ def calibrated_engine_run(
     root: str, data: tuple[ArtifactRef, ...], models: dict[str, ArtifactRef], config: BaleenConfig, thresholds: list[float], run_id: str, force: bool
 ) -> ArtifactRef:
     """The engine without its reader over the held-out training claims (``data``: claims, gold
-    facts, passages, sentences) at every context threshold, each run validated, and the run of
-    the threshold whose final facts best match the gold ones."""
-    runs = verify_held_out(root, *data, models, config, thresholds, run_id, force)
-    for _, traces in runs:
-        validate_artifact(root, "hop_traces", {"hop_traces": traces})
-    chosen = choose_context_threshold(root, runs, data[1])["threshold"] if len(runs) > 1 else runs[0][0]
-    return dict(runs)[chosen]
+    facts, passages, sentences) at every context threshold, and past the grid's edge while an edge
+    wins (``training.calibration.steps_past_edge``), each run validated; the run of the threshold
+    whose final facts best match the gold ones."""
+    runs: dict[float, ArtifactRef] = {}
+
+    def run_and_choose(new_thresholds: list[float]) -> float:
+        for threshold, traces in verify_held_out(root, *data, models, config, new_thresholds, run_id, force):
+            validate_artifact(root, "hop_traces", {"hop_traces": traces})
+            runs[threshold] = traces
+        return choose_context_threshold(root, list(runs.items()), data[1])["threshold"] if len(runs) > 1 else next(iter(runs))
+
+    return runs[search_threshold_grid(thresholds, config.training.calibration.steps_past_edge, run_and_choose)]
 
 
 @flow(name="condensers", flow_run_name="condensers · labels round {round_number}", log_prints=True)

@@ -17,7 +17,7 @@ count: :func:`calibrate_evidence_floors` (issue 50's trial, ``benchmarks/evidenc
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from baleen_core.condensing.condense import hop_evidence, reader_facts
@@ -72,6 +72,34 @@ def calibrate_threshold(finals: Mapping[float, Mapping[str, Sequence[Fact]]], go
         uids = sorted(uid for uid in facts if uid in gold)
         trials.append(threshold_trial(threshold, [facts[uid] for uid in uids], [gold[uid] for uid in uids]))
     return choose_threshold(trials), trials
+
+
+def threshold_past_edge(tried: Collection[float], best: float) -> float | None:
+    """The next threshold to try when the best of those ``tried`` is the highest or the lowest of
+    them, one step of the grid's spacing at that edge further out: a best value at an edge says
+    the grid ends too early. None when it is inside, or fewer than two were tried."""
+    ordered = sorted(set(tried))
+    if len(ordered) < 2 or ordered[0] < best < ordered[-1]:
+        return None
+    if best == ordered[-1]:
+        return best + (ordered[-1] - ordered[-2])
+    return best - (ordered[1] - ordered[0])
+
+
+def search_threshold_grid(grid: Sequence[float], steps_past_edge: int, run_and_choose: Callable[[list[float]], float]) -> float:
+    """The best threshold of ``grid``, which grows past whichever edge wins, one threshold at a time,
+    at most ``steps_past_edge`` times. ``run_and_choose`` runs the thresholds it is given (first the
+    grid, then each new one alone) and returns the best of every threshold run so far, so the
+    caller keeps the runs; the engine is the costly part, so nothing is run twice."""
+    tried = list(grid)
+    best = run_and_choose(list(grid))
+    for _ in range(steps_past_edge):
+        further = threshold_past_edge(tried, best)
+        if further is None:
+            break
+        tried.append(further)
+        best = run_and_choose([further])
+    return best
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert 0 < reader_stats["contrast_pairs"] <= reader_stats["examples"] // 2  # each example in at most one pair
     # the held-out training claims: no label round labelled them (so neither FLIPR nor the condensers
     # trained on them); the engine ran over them without its reader, and the reader trained on their final facts
-    from baleen_core.condensing.calibration import calibrate_evidence_floors, choose_threshold, threshold_trial
+    from baleen_core.condensing.calibration import calibrate_evidence_floors, choose_threshold, search_threshold_grid, threshold_trial
     from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
     from baleen_core.config import json_floor
     from baleen_tasks.condensing import final_facts_of, gold_fact_sets, hop_reads_of, ranked_last_reads
@@ -106,23 +106,31 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     claims, passages, sentences = (store.latest(name, producer) for name, producer in (("claims", "claims"), ("passages", "corpus"), ("sentences", "corpus")))
     gold = gold_fact_sets(store, store.latest("gold_facts", "claims"), sorted(held))
 
-    def calibration_pass(prefix: str) -> tuple[dict, float]:
-        """This run's engine runs published under ``prefix`` by threshold, and the threshold whose final facts match the gold ones best."""
+    def calibration_pass(prefix: str, grid: list[float]) -> tuple[dict, float]:
+        """This run's engine runs published under ``prefix`` by threshold, and the threshold whose final facts match the gold ones best.
+        They are the ``grid``'s and, while an edge won, one more past it: replayed from each run's own trial."""
         runs = {ref.manifest.params["condenser"]["stage2_threshold"]: ref for ref in traces if ref.manifest.run_id == facts.manifest.run_id and ref.manifest.producer.startswith(prefix)}
         assert all(ref.manifest.producer == f"{prefix}{threshold:g}" for threshold, ref in runs.items())
-        finals = {threshold: final_facts_of(store, ref) for threshold, ref in runs.items()}
-        return runs, choose_threshold([threshold_trial(t, [f[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]) for t, f in finals.items()]).threshold
+        trials = {t: threshold_trial(t, [f[uid] for uid in sorted(held)], [gold[uid] for uid in sorted(held)]) for t, f in ((t, final_facts_of(store, ref)) for t, ref in runs.items())}
+        searched: list[float] = []
+
+        def run_and_choose(thresholds: list[float]) -> float:
+            searched.extend(thresholds)
+            return choose_threshold([trials[t] for t in searched]).threshold  # KeyError: a threshold the search needed was never run
+
+        search_threshold_grid(grid, calibration.steps_past_edge, run_and_choose)
+        assert sorted(runs) == sorted(searched), "thresholds run that the search did not ask for"
+        return runs, choose_threshold(list(trials.values())).threshold
 
     # the engine ran over them once per context threshold of the calibration, on stage 2's scores;
     # the evidence ranker (on by default) was fitted on every hop of the threshold whose final facts matched the gold facts best
-    first, first_choice = calibration_pass("reader-facts-t")
-    assert sorted(first) == sorted(calibration.thresholds)
+    first, first_choice = calibration_pass("reader-facts-t", calibration.thresholds)
     ranker = fit_evidence_ranker(*hop_reads_of(store, first[first_choice], claims, passages, sentences), gold)
     assert reader.manifest.params["evidence_ranker"] == ranker.model_dump(mode="json")
     # then once per threshold of the ranker's own grid with the ranker setting every hop's context;
     # the reader trained on the facts of the best of those, and records it
-    ranked, ranked_choice = calibration_pass("reader-facts-ranked-t")
-    assert sorted(ranked) == sorted(calibration.ranker_thresholds) and facts.fingerprint == ranked[ranked_choice].fingerprint
+    ranked, ranked_choice = calibration_pass("reader-facts-ranked-t", calibration.ranker_thresholds)
+    assert facts.fingerprint == ranked[ranked_choice].fingerprint
     assert all(ref.manifest.params["condenser"]["evidence_ranker"] == reader.manifest.params["evidence_ranker"] for ref in ranked.values())
     assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == ranked_choice
     assert reader.manifest.params["evidence_ranker_context"] is True

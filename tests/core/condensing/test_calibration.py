@@ -17,6 +17,8 @@ from baleen_core.condensing.calibration import (
     evidence_at_floors,
     floor_trial_row,
     reader_facts_at_floors,
+    search_threshold_grid,
+    threshold_past_edge,
     threshold_trial,
     threshold_trial_row,
 )
@@ -58,6 +60,38 @@ def test_calibrate_threshold_scores_each_run_on_the_claims_with_gold_facts():
     assert [t.threshold for t in trials] == [0.0, -1.0] and all(t.claims == 2 for t in trials)
     assert trials[0].final_fact_f1 == pytest.approx((1 + 2 / 3) / 2) and trials[1].final_fact_f1 == pytest.approx(0.9)
     assert best is trials[1]
+
+
+def test_threshold_past_edge_steps_out_of_whichever_edge_won_by_that_edges_spacing():
+    assert threshold_past_edge([0.0, -1.0, -2.0], 0.0) == 1.0
+    assert threshold_past_edge([0.0, -1.0, -2.0], -2.0) == -3.0
+    assert threshold_past_edge([4.0, 3.0, 1.0, 0.0, -2.0], -2.0) == -4.0  # the spacing at the low edge is 2
+    assert threshold_past_edge([0.0, -1.0, -2.0], -1.0) is None  # inside: the grid brackets the best
+    assert threshold_past_edge([0.0], 0.0) is None  # one threshold has no spacing, nor anything to choose from
+
+
+def test_search_threshold_grid_follows_a_rising_curve_past_the_edge_and_runs_each_threshold_once():
+    # final-fact F1 by threshold: rising to +1, falling after it
+    f1 = {-3.0: 0.70, -2.0: 0.80, -1.0: 0.82, 0.0: 0.83, 1.0: 0.84, 2.0: 0.835, 3.0: 0.9}
+    calls: list[list[float]] = []
+    seen: list[float] = []
+
+    def run_and_choose(thresholds: list[float]) -> float:
+        calls.append(thresholds)
+        seen.extend(thresholds)
+        return max(seen, key=f1.__getitem__)
+
+    # 0 wins the grid, so +1 runs; +1 wins, so +2 runs; +2 loses to +1 and the search stops (3 is never reached)
+    assert search_threshold_grid([0.0, -1.0, -2.0], 3, run_and_choose) == 1.0
+    assert calls == [[0.0, -1.0, -2.0], [1.0], [2.0]]
+    # the steps are capped: with one step, +1 is run and chosen, +2 is not tried
+    calls.clear(), seen.clear()
+    assert search_threshold_grid([0.0, -1.0, -2.0], 1, run_and_choose) == 1.0 and calls == [[0.0, -1.0, -2.0], [1.0]]
+    # 0 steps: the grid as given; a best inside the grid: nothing more
+    calls.clear(), seen.clear()
+    assert search_threshold_grid([0.0, -1.0, -2.0], 0, run_and_choose) == 0.0 and calls == [[0.0, -1.0, -2.0]]
+    calls.clear(), seen.clear()
+    assert search_threshold_grid([2.0, 1.0, 0.0, -3.0], 2, run_and_choose) == 1.0 and calls == [[2.0, 1.0, 0.0, -3.0]]
 
 
 def _read(hops: int, pids: list[int], scores: list[float]) -> LastRead:
