@@ -213,12 +213,20 @@ class SearchConfig(_Strict):
         description="Claim positions FLIPR counts for a query without context (a claim's first hop) in the engine; the FLIPR label "
         "rounds keep retriever.k_claim. None = retriever.k_claim at every hop, as the reference (measured, not adopted: docs/benchmarks.md).",
     )
+    # the fused label rounds cost the full system 0.072 passage F1 on held-out claims (docs/benchmarks.md)
+    fusion_in_label_rounds: bool = Field(
+        default=True,
+        description="With a fusion other than none: the FLIPR label rounds rank as the engine retrieves, so the condensers train on the "
+        "fused lists. false: they rank with FLIPR alone, and the fusion starts where the trained models run (the calibration's engine "
+        "runs over the held-out claims, the reader's facts, the evaluation and `baleen verify`).",
+    )
 
     def for_label_rounds(self) -> SearchConfig:
         """The settings a FLIPR label round ranks with: the engine's, but FLIPR's claim-only scoring
         the reference's (``k_claim_first_hop`` unset), which is how the condensers' lists were made
-        when ``k_claim_first_hop`` was measured (docs/benchmarks.md)."""
-        return self.model_copy(update={"k_claim_first_hop": None})
+        when ``k_claim_first_hop`` was measured (docs/benchmarks.md), and FLIPR alone unless
+        ``fusion_in_label_rounds``."""
+        return self.model_copy(update={"k_claim_first_hop": None, **({} if self.fusion_in_label_rounds else {"fusion": "none"})})
 
 
 class LabelConfig(_Strict):

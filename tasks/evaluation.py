@@ -23,7 +23,7 @@ import pyarrow as pa
 from prefect import task
 
 from baleen_core.condensing import SequenceModel
-from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig
+from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig, SearchConfig
 from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, metric_label, paired_by_hop_count, summarize_metrics
@@ -154,6 +154,12 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 #: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
 ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule", "evidence_ranker", "evidence_ranker_context")
 SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop",)  # in a run's fingerprint only when set: earlier runs stay reusable
+LABEL_ROUND_SEARCH_FIELDS = {"fusion_in_label_rounds"}  # what only the label rounds read: never in an engine run's fingerprint
+
+
+def engine_search_params(search: SearchConfig, exclude: set[str] | None = None) -> dict:
+    """The search settings an engine run depends on, as its fingerprint records them."""
+    return fingerprint_params(search, added_later=SEARCH_FIELDS_ADDED_LATER, exclude=LABEL_ROUND_SEARCH_FIELDS | (exclude or set()))
 
 
 def engine_settings(config: BaleenConfig) -> dict:
@@ -171,7 +177,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "reader": reader_settings(config.reader),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
-        params["search"] = fingerprint_params(config.search, added_later=SEARCH_FIELDS_ADDED_LATER, exclude={"fusion"} if system == "flipr-alone" else None)
+        params["search"] = engine_search_params(config.search, exclude={"fusion"} if system == "flipr-alone" else None)
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
     return eval_producer(system), params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 
@@ -281,7 +287,7 @@ def verify_held_out(
             "uids": uids,
             "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
             "condenser": engine_settings(config.with_stage2_threshold(threshold)),
-            "search": fingerprint_params(config.search, added_later=SEARCH_FIELDS_ADDED_LATER),
+            "search": engine_search_params(config.search),
         }
         identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
     producer = lambda threshold: reader_facts_producer(threshold, config.condenser.evidence_ranker_context)  # noqa: E731

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baleen_core.config import BaleenConfig, ConfigError, demo_preset
+from baleen_core.config import BaleenConfig, ConfigError, SearchConfig, demo_preset
 
 BENCHMARK_CONFIGS = Path(__file__).resolve().parents[2] / "benchmarks" / "configs"
 
@@ -108,6 +108,18 @@ def test_evidence_floors_load_from_yaml_write_json_safe_and_read_back(tmp_path):
     assert BaleenConfig().with_evidence_floors(dumped).condenser.evidence_floors == config.condenser.evidence_floors
     assert json.dumps(BaleenConfig().training.calibration.model_dump(mode="json"), allow_nan=False)  # the grid's ends too
     assert "not NaN" in _load_error(tmp_path, "nan.yaml", "condenser: {evidence_floors: {2: .nan}}\n")
+
+
+def test_the_label_rounds_fuse_only_when_fusion_in_label_rounds_says_so(tmp_path):
+    path = tmp_path / "baleen.yaml"
+    path.write_text("search: {fusion: bm25}\n")
+    assert BaleenConfig.load(path).search.for_label_rounds().fusion == "bm25"  # as measured first: the condensers train on the fused lists
+    path.write_text("search: {fusion: bm25, fusion_in_label_rounds: false, nprobe: 6}\n")
+    search = BaleenConfig.load(path).search
+    labelling = search.for_label_rounds()
+    assert labelling.fusion == "none" and labelling.nprobe == 6 and search.fusion == "bm25"  # the engine still fuses
+    # the label rounds' settings then are FLIPR alone's, bit for bit: their labels are reused from a FLIPR-alone run
+    assert labelling.model_dump(exclude={"fusion_in_label_rounds"}) == SearchConfig(nprobe=6).for_label_rounds().model_dump(exclude={"fusion_in_label_rounds"})
 
 
 def test_the_first_hop_k_is_the_engines_and_never_a_label_rounds(tmp_path):
