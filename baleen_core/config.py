@@ -201,12 +201,13 @@ class SearchConfig(_Strict):
     k: int = Field(default=25, ge=1, description="Passages returned per query (Baleen: 25 per hop).")
     nprobe: int = Field(default=4, ge=1, description="Centroids probed per query token.")
     ncandidates: int = Field(default=512, ge=1, description="Candidates re-ranked with exact FLIPR.")
-    fusion: Literal["none", "bm25", "bm25-first-hop"] = Field(
+    fusion: Literal["none", "bm25", "bm25-first-hop", "bm25-fused-first-hop"] = Field(
         default="none",
         description="'bm25': the FLIPR systems fuse FLIPR's ranking of each hop query with BM25's by reciprocal rank fusion "
         "(baleen_core.retrieval.fusion; not in the reference), and so do the FLIPR label rounds, whose hard negatives the "
         "condensers train on. 'bm25-first-hop': a query without context (a claim's first hop) ranks with BM25 alone and every "
-        "query with context with FLIPR alone, in the engine and in the FLIPR label rounds alike. 'none': FLIPR alone, as the reference.",
+        "query with context with FLIPR alone, in the engine and in the FLIPR label rounds alike. 'bm25-fused-first-hop': a query "
+        "without context ranks with the two fused, every query with context with FLIPR alone. 'none': FLIPR alone, as the reference.",
     )
     k_claim_first_hop: int | None = Field(
         default=None, ge=1,

@@ -18,7 +18,7 @@ Trains on ``claims_train.json`` and evaluates on ``claims_dev.json`` (same corpu
    ``python -m baleen_core.results benchmarks/results/hover-mini-dev.json``.
 
     python benchmarks/evaluation.py --work DIR [--hover-mini PATH] [--max-claims N] [--systems baleen,bm25-multihop]
-        [--fusion none|bm25|bm25-first-hop] [--min-kept N] [--k-claim-first-hop K]
+        [--fusion none|bm25|bm25-first-hop|bm25-fused-first-hop] [--min-kept N] [--k-claim-first-hop K]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
 from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT, PACK_RECORD, pack_split, record_split
+from baleen_core.retrieval.fusion import FUSIONS
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -59,7 +60,7 @@ def main() -> None:
         help="condenser.stage1_cpu_precision; native: bfloat16 where the CPU computes it natively, else float32",
     )
     parser.add_argument("--stage2-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.stage2_cpu_precision (default: the training benchmark's)")
-    parser.add_argument("--fusion", choices=["none", "bm25", "bm25-first-hop"], default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
+    parser.add_argument("--fusion", choices=list(FUSIONS), default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
     parser.add_argument("--k-claim-first-hop", type=int, default=None, help="search.k_claim_first_hop, the claim positions FLIPR counts at a claim's first hop (default: the training benchmark's)")
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
     args = parser.parse_args()

@@ -21,7 +21,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--no-evidence-ranker] [--no-evidence-ranker-context] [--steps-past-edge N] [--k-claim-first-hop K]
-        [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop] [--no-fusion-in-label-rounds] [--seed 0] [--reader-seed N]
+        [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop|bm25-fused-first-hop] [--no-fusion-in-label-rounds] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
 
@@ -44,7 +44,7 @@ import yaml
 from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
 
 from baleen_core.held_out import pack_split, record_split
-
+from baleen_core.retrieval.fusion import FUSIONS
 
 
 def main() -> None:
@@ -138,9 +138,9 @@ def main() -> None:
     # [−0.038, −0.003] pooled over both packs (benchmarks/results/flipr-first-hop-k8-*.json)
     parser.add_argument("--k-claim-first-hop", type=int, default=0, help="search.k_claim_first_hop, the claim positions FLIPR counts from the claim alone (0: the reference's retriever.k_claim)")
     parser.add_argument(
-        "--fusion", choices=["none", "bm25", "bm25-first-hop"], default="none",
+        "--fusion", choices=list(FUSIONS), default="none",
         help="search.fusion: 'bm25' fuses FLIPR with BM25 in the FLIPR label rounds (so the condensers train on the fused lists) and in the engine; "
-        "'bm25-first-hop' ranks the queries without context with BM25 alone there",
+        "'bm25-first-hop' ranks the queries without context with BM25 alone there, 'bm25-fused-first-hop' with the two fused (FLIPR alone with context)",
     )
     parser.add_argument(
         "--fusion-in-label-rounds", action=argparse.BooleanOptionalAction, default=None,

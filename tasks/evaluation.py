@@ -45,6 +45,7 @@ from baleen_tasks.reporting import Progress, artifact_url, flow_run_info, publis
 FUSION_NOTES = {
     "bm25": "Every FLIPR system retrieves with FLIPR's ranking fused with BM25's (reciprocal rank fusion, `search.fusion: bm25`).",
     "bm25-first-hop": "Every FLIPR system retrieves with BM25 alone from the claim alone (a claim's first hop) and with FLIPR once there is context (`search.fusion: bm25-first-hop`).",
+    "bm25-fused-first-hop": "Every FLIPR system retrieves with FLIPR's ranking fused with BM25's from the claim alone (a claim's first hop) and with FLIPR alone once there is context (`search.fusion: bm25-fused-first-hop`).",
 }
 
 #: The checkpoints and indexes a system reads (``index`` trained, ``untrained_index`` the backbone's).

@@ -15,7 +15,10 @@ are fused, so FLIPR's MaxSim sums and BM25's scores need no common scale.
 Split by hop (:class:`FirstHopRetriever`): a query without context, a claim's first hop, ranks with
 BM25 alone and every query with context with FLIPR alone. The split follows where each is
 stronger on the held-out training claims: BM25 from the claim alone (claim-only Retrieval@100
-0.686 against FLIPR's 0.54-0.59), FLIPR once the context holds the bridge.
+0.686 against FLIPR's 0.54-0.59), FLIPR once the context holds the bridge. Fused at the first hop
+('bm25-fused-first-hop'): the first hop's query ranks with the two fused, every later one with
+FLIPR alone, so BM25's exact matches help only where FLIPR misses the most gold, from the claim
+alone, and the later hops' lists are the ones the condensers trained on.
 """
 
 from __future__ import annotations
@@ -152,14 +155,21 @@ def _select(queries: Sequence[int], *per_query: Sequence) -> list[list]:
     return [[values[q] for q in queries] for values in per_query]
 
 
+#: ``search.fusion``'s choices, in the order an error message lists them.
+FUSIONS = ("none", "bm25", "bm25-first-hop", "bm25-fused-first-hop")
+
+
 def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever]) -> Retriever:
     """A FLIPR system's retriever under ``search.fusion``: FLIPR alone ('none'), fused with the
-    BM25 that ``bm25()`` opens ('bm25'), or BM25 for the queries without context and FLIPR for the
-    others ('bm25-first-hop'); BM25 is opened only when it is used."""
+    BM25 that ``bm25()`` opens ('bm25'), BM25 for the queries without context and FLIPR for the
+    others ('bm25-first-hop'), or the two fused for the queries without context and FLIPR alone for
+    the others ('bm25-fused-first-hop'); BM25 is opened only when it is used."""
     if fusion == "none":
         return flipr
     if fusion == "bm25":
         return FusedRetriever([flipr, bm25()])
     if fusion == "bm25-first-hop":
         return FirstHopRetriever(bm25(), flipr)
-    raise ValueError(f"unknown search.fusion {fusion!r}; choose none, bm25 or bm25-first-hop")
+    if fusion == "bm25-fused-first-hop":
+        return FirstHopRetriever(FusedRetriever([flipr, bm25()]), flipr)
+    raise ValueError(f"unknown search.fusion {fusion!r}; choose {', '.join(FUSIONS[:-1])} or {FUSIONS[-1]}")

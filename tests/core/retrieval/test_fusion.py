@@ -8,7 +8,7 @@ import random
 import pytest
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.retrieval.fusion import RRF_K, FirstHopRetriever, FusedRetriever, hop_retriever, reciprocal_rank_fusion
+from baleen_core.retrieval.fusion import FUSIONS, RRF_K, FirstHopRetriever, FusedRetriever, hop_retriever, reciprocal_rank_fusion
 
 
 def test_fusion_of_two_rankings_worked_by_hand():
@@ -95,8 +95,19 @@ def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
     assert isinstance(fused, FusedRetriever) and fused.retrievers[0] is flipr and opened == [1]
     split = hop_retriever(flipr, "bm25-first-hop", bm25)
     assert isinstance(split, FirstHopRetriever) and split.later is flipr and split.first is not flipr and opened == [1, 1]
-    with pytest.raises(ValueError, match="none, bm25 or bm25-first-hop"):
+    fused_first = hop_retriever(flipr, "bm25-fused-first-hop", bm25)
+    assert isinstance(fused_first, FirstHopRetriever) and fused_first.later is flipr and opened == [1, 1, 1]
+    assert isinstance(fused_first.first, FusedRetriever) and fused_first.first.retrievers[0] is flipr and fused_first.first.retrievers[1] is not flipr
+    with pytest.raises(ValueError, match="none, bm25, bm25-first-hop or bm25-fused-first-hop"):
         hop_retriever(flipr, "splade", bm25)
+
+
+def test_every_fusion_the_config_accepts_builds_a_retriever_and_no_other():
+    from typing import get_args
+
+    from baleen_core.config import SearchConfig
+
+    assert get_args(SearchConfig.model_fields["fusion"].annotation) == FUSIONS
 
 
 class FixedRanking:
@@ -168,3 +179,19 @@ def test_the_first_hop_split_labels_the_first_hop_by_the_first_ranking_and_later
     # hop 1 (A): gold 2 is 2nd, negatives 4 and 6; hop 2 (B, gold 2 excluded): 1 5 4 3 6 → gold 1 first
     assert [(h.positive_pid, h.positive_rank, h.negative_pids) for h in labels] == [(2, 2, [4, 6]), (1, 1, [5, 4])]
     assert [h.positive_pid for h in order_hops(claim, b, depth=6, n_negatives=2)][0] == 1  # B alone would start elsewhere
+
+
+def test_fused_at_the_first_hop_labels_hop_one_by_the_fused_ranking_and_later_hops_by_flipr_alone():
+    from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, order_hops
+
+    # FLIPR: 4 2 6 1 5 3, BM25: 1 5 4 3 6 2; from the claim alone the fused ranking is 4 1 5 2 6 3
+    flipr, bm25 = FixedRanking("flipr", [4, 2, 6, 1, 5, 3]), FixedRanking("bm25", [1, 5, 4, 3, 6, 2])
+    retriever = hop_retriever(flipr, "bm25-fused-first-hop", lambda: bm25)
+    assert retriever.name == "flipr+bm25>flipr"
+    claim = ClaimGold("c", "claim", 2, (GoldPassage(1, "One", ("x",)), GoldPassage(2, "Two", ("y",))))
+    labels = order_hops(claim, retriever, depth=6, n_negatives=2)
+    # hop 1 (fused): gold 1 is 2nd (FLIPR alone: gold 2 first); hop 2 (FLIPR alone, gold 1 excluded): 4 2 6 5 3
+    assert [(h.positive_pid, h.positive_rank, h.negative_pids) for h in labels] == [(1, 2, [4, 5]), (2, 2, [4, 6])]
+    # with context the ranking is FLIPR's own, scores included
+    assert retriever.rank_batch(["claim"], [["fact"]], [3], [set()]) == flipr.rank_batch(["claim"], [["fact"]], [3], [set()])
+    assert retriever.score("claim", ["fact"], [3, 4]) == flipr.score("claim", [], [3, 4])
