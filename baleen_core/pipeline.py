@@ -194,6 +194,12 @@ def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig
     return hop_retriever(searcher(flipr, index, config, query_batch), config.search.fusion, lambda: bm25)
 
 
+def label_round_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):
+    """What a FLIPR label round ranks with (as tasks/labels.py): the FLIPR systems' retriever under
+    :meth:`SearchConfig.for_label_rounds`, so FLIPR alone unless ``search.fusion_in_label_rounds``."""
+    return flipr_system_retriever(flipr, index, config.model_copy(update={"search": config.search.for_label_rounds()}), bm25)
+
+
 def train_flipr_round(config: BaleenConfig, labels: Sequence[dict], claims: Claims, corpus: Corpus, number: int, work: Path, finished: FinishedSteps) -> tuple[Flipr, dict]:
     """tasks/training.py's ``train_flipr_on_labels``: a fresh FLIPR from the backbone, trained in place."""
     flipr = Flipr.load(config.retriever)
@@ -354,8 +360,7 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         index, indexes[f"flipr-r{number}"] = build_in_memory(flipr, corpus.pids, corpus.texts, config.index, doc_tokens)
         logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
-            labelling = config.model_copy(update={"search": config.search.for_label_rounds()})
-            ranker, previous = hop_retriever(searcher(flipr, index, labelling), config.search.fusion, lambda: bm25), labels
+            ranker, previous = label_round_retriever(flipr, index, config, bm25), labels
             labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
             rounds.append(record)
     retriever = flipr_system_retriever(flipr, index, config, bm25)

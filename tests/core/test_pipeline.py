@@ -173,3 +173,26 @@ def test_the_corpus_tokenized_once_leaves_the_engine_only_the_claims_to_tokenize
     small = SequenceModel.load("stage1", default_backbone(), "cpu")
     small.token_cache.max_texts = 3  # cannot hold the corpus: left alone rather than filled and evicted
     assert tokenize_corpus_once(small, stage2, reader, corpus)["texts"] == 0 and len(small.token_cache) == 0
+
+
+def test_a_label_round_in_memory_fuses_only_where_the_label_rounds_do():
+    """As tasks/labels.py: the label rounds rank with the FLIPR systems' retriever, but FLIPR
+    alone under ``search.fusion_in_label_rounds: false`` and with the reference's claim-only scoring."""
+    from baleen_core.config import SearchConfig
+    from baleen_core.pipeline import label_round_retriever
+    from baleen_core.retrieval.bm25 import Bm25Retriever
+    from baleen_core.retrieval.fusion import FirstHopRetriever, FusedRetriever
+    from baleen_core.retrieval.search import FliprSearcher
+
+    flipr = SimpleNamespace(dim=4, device=torch.device("cpu"), config=SimpleNamespace(k_claim=32, k_context=8))
+    index = SimpleNamespace(codec=SimpleNamespace(dim=4))
+    bm25 = Bm25Retriever([1], ["Harbour | The harbour is deep."])
+
+    def labelling(**search) -> object:
+        return label_round_retriever(flipr, index, BaleenConfig(search=SearchConfig(**search)), bm25)
+
+    fused = labelling(fusion="bm25", k_claim_first_hop=8)
+    assert isinstance(fused, FusedRetriever) and fused.retrievers[1] is bm25 and fused.retrievers[0].k_claim_first_hop is None
+    assert isinstance(labelling(fusion="bm25-fused-first-hop"), FirstHopRetriever)
+    alone = labelling(fusion="bm25", fusion_in_label_rounds=False)
+    assert isinstance(alone, FliprSearcher) and alone.flipr is flipr and alone.index is index
