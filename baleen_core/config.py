@@ -242,6 +242,12 @@ class LabelConfig(_Strict):
     )
     depth: int = Field(default=100, ge=1, description="Ranks beyond this count as 'not reached'.")
     n_negatives: int = Field(default=8, ge=1, description="Hard negatives kept per hop.")
+    bm25_negatives: bool = Field(
+        default=False,
+        description="In the condensers' label round (a FLIPR round), take every other hard negative from BM25's ranking of the same query "
+        "(FLIPR's first, BM25's first, FLIPR's second, …), so stage 1 and stage 2 also train against the lexical distractors that "
+        "search.fusion: bm25 hands them; the positives stay FLIPR's. With relabel_for_condensers false that round also trains the last FLIPR.",
+    )
     max_claims: int | None = Field(default=None, ge=1, description="Use only the first N training claims by uid, held-out ones included (smoke runs).")
     held_out_share: float = Field(
         default=0.2, ge=0, lt=1,
@@ -255,6 +261,11 @@ class LabelConfig(_Strict):
     def condenser_round(self) -> int:
         """The label round the condensers and the reader train on."""
         return self.rounds if self.relabel_for_condensers else self.rounds - 1
+
+    def mixes_bm25_negatives(self, round_number: int, labeller: str) -> bool:
+        """Whether round ``round_number``, labelled by ``labeller``, interleaves BM25's hard negatives
+        (``bm25_negatives``: the condensers' round, when FLIPR labels it)."""
+        return self.bm25_negatives and round_number == self.condenser_round and labeller == "flipr"
 
 
 #: A model's precision on a CPU: float32, or bfloat16 by autocast (fast only where the CPU computes

@@ -55,7 +55,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage2,
 )
 from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
-from baleen_core.training.hop_ordering import ClaimGold, label_claims, label_row, round_statistics
+from baleen_core.training.hop_ordering import BM25_NEGATIVES_SUFFIX, ClaimGold, label_claims, label_row, round_statistics
 from baleen_core.training.loop import history_summary
 from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
@@ -114,17 +114,21 @@ class FinishedSteps:
 # ---- training -------------------------------------------------------------------------------
 
 
-def label_round(ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: int, previous: Sequence[dict] | None) -> tuple[list[dict], dict]:
-    """Latent hop ordering over the training claims with ``ranker`` (tasks/labels.py): its
-    ``hop_labels`` rows and the round's record."""
+def label_round(
+    ranker, gold: Sequence[ClaimGold], config: LabelConfig, number: int, previous: Sequence[dict] | None, negatives_from=None
+) -> tuple[list[dict], dict]:
+    """Latent hop ordering over the training claims with ``ranker`` (tasks/labels.py), every
+    other hard negative from ``negatives_from`` when given: its ``hop_labels`` rows and the
+    round's record."""
     started = time.perf_counter()
-    labels = label_claims(gold, ranker, config.depth, config.n_negatives)
+    labels = label_claims(gold, ranker, config.depth, config.n_negatives, negatives_from=negatives_from)
     before = None if previous is None else {(p["uid"], p["hop"]): p["positive_pid"] for p in previous}
     seconds = time.perf_counter() - started
-    record = {"round": number, "labeller": ranker.name, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
+    labeller = ranker.name + (BM25_NEGATIVES_SUFFIX if negatives_from is not None else "")
+    record = {"round": number, "labeller": labeller, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
               "claims_per_s": round(len(gold) / max(seconds, 1e-9), 2), "by_hop": round_statistics(labels, before)}
-    logger.info("label round %d (%s): %d hop labels in %.1f s", number, ranker.name, len(labels), seconds)
-    return [label_row(label, number, ranker.name) for label in labels], record
+    logger.info("label round %d (%s): %d hop labels in %.1f s", number, labeller, len(labels), seconds)
+    return [label_row(label, number, labeller) for label in labels], record
 
 
 def training_record(history: Sequence[dict], examples: int, held_out: int, prepare_seconds: float, train_seconds: float, epochs: int, batch_size: int) -> dict:
@@ -361,7 +365,8 @@ def train_pipeline(config: BaleenConfig, claims: Claims, corpus: Corpus, bm25, w
         logger.info("index with FLIPR r%d: %s", number, indexes[f"flipr-r{number}"])
         if number + 1 <= config.labels.condenser_round:  # the next round's labels, or the condensers'
             ranker, previous = label_round_retriever(flipr, index, config, bm25), labels
-            labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous))
+            negatives_from = bm25 if config.labels.mixes_bm25_negatives(number + 1, "flipr") else None
+            labels, record = finished.labels(f"labels-r{number + 1}", lambda: label_round(ranker, gold, config.labels, number + 1, previous, negatives_from))
             rounds.append(record)
     retriever = flipr_system_retriever(flipr, index, config, bm25)
     (stage1, stage2, reader), condenser_records, tokenized = train_condensers_and_reader(config, labels, claims, corpus, retriever, work, finished)

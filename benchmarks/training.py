@@ -21,7 +21,7 @@ Trains on ``claims_train.json`` and measures on ``claims_dev.json`` (same corpus
 
     python benchmarks/training.py [--hover-mini PATH] [--work DIR] [--epochs 2] [--batch-size 16] [--hard-negatives 3]
         [--rounds 1] [--condenser-hops 1000] [--stage2-hops N] [--stage2-epochs 3] [--stage2-start stage1|backbone] [--reader-claims 500] [--reader-epochs 2] [--reader-start backbone|stage2] [--reader-scoring cls|alignment] [--reader-last-read-facts N] [--reader-lexical-coverage] [--reader-augment swap,drop,shuffle] [--reader-contrast-margin M] [--no-evidence-ranker] [--no-evidence-ranker-context] [--steps-past-edge N] [--k-claim-first-hop K]
-        [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop|bm25-fused-first-hop] [--no-fusion-in-label-rounds] [--seed 0] [--reader-seed N]
+        [--stage1-negative-passages 4] [--stage2-negative-passages 8] [--fusion none|bm25|bm25-first-hop|bm25-fused-first-hop] [--no-fusion-in-label-rounds] [--bm25-negatives] [--seed 0] [--reader-seed N]
         [--cpu-precision native|float32|bfloat16]
         [--out benchmarks/results/NAME.json]
 
@@ -148,6 +148,11 @@ def main() -> None:
         "train on FLIPR's lists, and fuses only where the trained models run (the calibration, the reader's facts, the evaluation)",
     )
     parser.add_argument(
+        "--bm25-negatives", action="store_true",
+        help="labels.bm25_negatives: the condensers' label round takes every other hard negative from BM25's ranking of the same query "
+        "(the positives and FLIPR stay as they are), so the condensers train against what --fusion bm25 hands them",
+    )
+    parser.add_argument(
         "--seed", type=int, default=0,
         help="seed of every model's training (training.*.seed): a second run at another seed measures how far training alone moves the results",
     )
@@ -217,6 +222,8 @@ def main() -> None:
     # stage 1 in bfloat16 where this CPU computes it natively, as benchmarks/evaluation.py runs it
     if native_bfloat16:
         settings["condenser"] = {"stage1_cpu_precision": "bfloat16"}
+    if args.bm25_negatives:
+        settings["labels"]["bm25_negatives"] = True
     search = {"fusion": args.fusion if args.fusion != "none" else None, "k_claim_first_hop": args.k_claim_first_hop or None, "fusion_in_label_rounds": args.fusion_in_label_rounds}
     if search := {key: value for key, value in search.items() if value is not None}:
         settings["search"] = search

@@ -180,7 +180,7 @@ HOP_LABELS = ArtifactSchema(
     schema=pa.schema(
         [
             _col("round", pa.int32(), "Label round: 0 = heuristic retriever, r+1 = FLIPR trained on round r."),
-            _col("labeller", pa.string(), "Retriever that ranked: 'bm25', 'flipr', 'flipr+bm25' (search.fusion: bm25), 'bm25>flipr' (search.fusion: bm25-first-hop) or 'flipr+bm25>flipr' (search.fusion: bm25-fused-first-hop)."),
+            _col("labeller", pa.string(), "Retriever that ranked: 'bm25', 'flipr', 'flipr+bm25' (search.fusion: bm25), 'bm25>flipr' (search.fusion: bm25-first-hop) or 'flipr+bm25>flipr' (search.fusion: bm25-fused-first-hop); ' · bm25 negatives' appended when BM25 supplied every other hard negative (labels.bm25_negatives)."),
             _col("uid", pa.string(), "Claim uid."),
             _col("hop", pa.int32(), "Hop number, from 1."),
             _col("context_pids", pa.list_(pa.int64()), "Gold passages assigned to earlier hops."),

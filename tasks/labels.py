@@ -10,7 +10,7 @@ from prefect import task
 from baleen_core.config import LabelConfig, SearchConfig
 from baleen_core.held_out import held_out_training_claims
 from baleen_core.retrieval.fusion import hop_retriever
-from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_claims, label_row, round_statistics
+from baleen_core.training.hop_ordering import BM25_NEGATIVES_SUFFIX, HopLabel, claims_from_rows, label_claims, label_row, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25, open_searcher
@@ -66,7 +66,8 @@ def label_round(
     systems retrieve: fused with BM25 under ``search.fusion: bm25`` (labeller ``flipr+bm25``), BM25
     for the first hops under ``bm25-first-hop`` (labeller ``bm25>flipr``), so
     the positives and the hard negatives the condensers train on come from the system's own lists
-    (FLIPR's claim-only scoring aside: :meth:`SearchConfig.for_label_rounds`)."""
+    (FLIPR's claim-only scoring aside: :meth:`SearchConfig.for_label_rounds`). Under
+    ``labels.bm25_negatives`` the condensers' round takes every other negative from BM25."""
     logger, store = run_logger(), ArtifactStore(store_root)
     producer = labels_producer(round_number)
     search = search.for_label_rounds()
@@ -76,6 +77,9 @@ def label_round(
         sources["index"] = index.fingerprint
         # candidate generation decides which passages FLIPR ranks, so the ranks (and the labels) depend on it
         params["search"] = fingerprint_params(search, include={"nprobe", "ncandidates", "fusion"}, added_later=["fusion"])
+    mixed_negatives = config.mixes_bm25_negatives(round_number, labeller)
+    if mixed_negatives:  # only then, so that every other round's fingerprint is what it was
+        params["bm25_negatives"] = True
     fp = fingerprint(step="hop_labels", sources=sources, params=params, version=HOP_LABELS.version)
     if not force and (reused := store.find("hop_labels", producer, fp)):
         logger.info("round %d labels unchanged: reusing run %s", round_number, reused.manifest.run_id)
@@ -91,11 +95,16 @@ def label_round(
         labeller, claims_per_call = ranker.name, searcher.query_batch
     else:
         ranker = open_bm25(store, passages, sentences)
+    negatives_from = open_bm25(store, passages, sentences) if mixed_negatives else None
+    if mixed_negatives:
+        labeller += BM25_NEGATIVES_SUFFIX
     held_out = held_out_training_uids(store, claims, gold_facts, config)
     gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
     started = time.perf_counter()
     with Progress(len(gold), f"label round {round_number} ({labeller})", unit="claim") as progress:
-        labels = label_claims(gold, ranker, config.depth, config.n_negatives, on_claim=lambda: progress.update(1), batch_size=claims_per_call)
+        labels = label_claims(
+            gold, ranker, config.depth, config.n_negatives, on_claim=lambda: progress.update(1), batch_size=claims_per_call, negatives_from=negatives_from
+        )
     before = None
     if previous is not None:
         rows = store.read_table(previous, ["uid", "hop", "positive_pid"]).to_pylist()

@@ -11,6 +11,11 @@ supervision decides it with a retriever:
         negatives ← the best-ranked passages that are not gold
         context ← context + the positive's gold sentences
 
+With a second retriever for negatives (``labels.bm25_negatives``: BM25 beside FLIPR), the
+negatives alternate between the two rankings' non-gold passages for the same query (the round's
+first, the other's first, the round's second, …, repeats skipped), so the condensers also train against the
+lexical distractors a fused ranking hands them. The positives stay the round's own.
+
 Round 0 uses a heuristic retriever (BM25 or the untrained FLIPR); round r+1 relabels with the
 FLIPR trained on round r. A gold passage ranked beyond ``depth`` is recorded as *not reached*
 (rank None): it is still assigned, by exact score.
@@ -23,6 +28,7 @@ two agree for every hover-mini claim.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,29 +100,54 @@ def label_row(label: HopLabel, round_number: int, labeller: str) -> dict:
         "reached": label.reached,
     }
 
+#: Appended to a round's labeller when BM25 supplied every other hard negative (``labels.bm25_negatives``).
+BM25_NEGATIVES_SUFFIX = " · bm25 negatives"
+
+
+class NegativesRanker(Protocol):
+    """What a second source of hard negatives needs: rankings of a batch of queries."""
+
+    def rank_batch(
+        self, claims: Sequence[str], contexts: Sequence[Sequence[str]], depths: Sequence[int], excludes: Sequence[set[int]]
+    ) -> list[list[tuple[int, float]]]: ...
+
+
+def interleaved_negatives(first: Sequence[int], second: Sequence[int], gold: set[int], n: int) -> list[int]:
+    """Up to ``n`` hard negatives taken alternately from two rankings' non-gold passages,
+    ``first``'s first, each passage once; when one ranking runs out, the other's go on."""
+    chosen: dict[int, None] = {}  # insertion-ordered set
+    for pair in itertools.zip_longest((p for p in first if p not in gold), (p for p in second if p not in gold)):
+        for pid in pair:
+            if pid is not None and len(chosen) < n:
+                chosen.setdefault(pid)
+    return list(chosen)
+
+
 def order_hops(gold: ClaimGold, ranker: HopRanker, depth: int = 100, n_negatives: int = 8) -> list[HopLabel]:
     """Assign one claim's gold passages to hops with ``ranker`` (see the module docstring)."""
     return label_claims([gold], ranker, depth, n_negatives)
 
 
 def label_claims(
-    claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, on_claim: Callable[[], None] | None = None, batch_size: int = 512
+    claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, on_claim: Callable[[], None] | None = None, batch_size: int = 512,
+    negatives_from: NegativesRanker | None = None,
 ) -> list[HopLabel]:
     """One label round: every claim's hops ordered with ``ranker`` (see the module docstring),
     in claim order. ``batch_size`` claims at a time go through their hops together, hop 1 of
     them all in one ranker call, then hop 2, …, as the engine runs its hops (a GPU ranks them as
-    one batch); ``on_claim`` is called once per claim labelled (progress)."""
+    one batch); ``on_claim`` is called once per claim labelled (progress). ``negatives_from``, when
+    given, ranks every hop's query too and supplies every other hard negative."""
     labels = []
     for start in range(0, len(claims), batch_size):
         chunk = claims[start : start + batch_size]
-        for labelled in _label_together(chunk, ranker, depth, n_negatives):
+        for labelled in _label_together(chunk, ranker, depth, n_negatives, negatives_from):
             labels.extend(labelled)
             if on_claim is not None:
                 on_claim()
     return labels
 
 
-def _label_together(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int) -> list[list[HopLabel]]:
+def _label_together(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, n_negatives: int, negatives_from: NegativesRanker | None) -> list[list[HopLabel]]:
     """Each claim's hop labels, hop by hop over all the claims."""
     remaining = [list(gold.passages) for gold in claims]
     context_pids: list[list[int]] = [[] for _ in claims]
@@ -126,11 +157,15 @@ def _label_together(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, 
         active = [i for i, gold in enumerate(claims) if hop <= gold.num_hops and remaining[i]]
         if not active:
             break
-        rankings, scores = ranker.rank_and_score(
-            [claims[i].claim for i in active], [list(context_facts[i]) for i in active], [depth] * len(active), [set(context_pids[i]) for i in active],
-            [[p.pid for p in remaining[i]] for i in active],
+        queries = [claims[i].claim for i in active], [list(context_facts[i]) for i in active]
+        excludes = [set(context_pids[i]) for i in active]
+        rankings, scores = ranker.rank_and_score(*queries, [depth] * len(active), excludes, [[p.pid for p in remaining[i]] for i in active])
+        # the other ranking needs only enough depth to yield its share of negatives past the gold
+        others = (
+            negatives_from.rank_batch(*queries, [n_negatives + len(claims[i].passages) for i in active], excludes)
+            if negatives_from is not None else [[] for _ in active]
         )
-        for i, ranked, gold_scores in zip(active, rankings, scores, strict=True):
+        for i, ranked, gold_scores, other in zip(active, rankings, scores, others, strict=True):
             rank_of = {pid: r + 1 for r, (pid, _) in enumerate(ranked)}
             score_of = dict(zip((p.pid for p in remaining[i]), gold_scores, strict=True))
             best = min(remaining[i], key=lambda p: (rank_of.get(p.pid, math.inf), -score_of[p.pid], p.pid))
@@ -144,7 +179,7 @@ def _label_together(claims: Sequence[ClaimGold], ranker: HopRanker, depth: int, 
                     positive_pid=best.pid,
                     positive_rank=rank_of.get(best.pid),
                     positive_score=float(score_of[best.pid]),
-                    negative_pids=[pid for pid, _ in ranked if pid not in gold_pids][:n_negatives],
+                    negative_pids=interleaved_negatives([pid for pid, _ in ranked], [pid for pid, _ in other], gold_pids, n_negatives),
                     remaining_gold={p.pid: rank_of.get(p.pid) for p in remaining[i]},
                 )
             )

@@ -122,6 +122,16 @@ def test_the_label_rounds_fuse_only_when_fusion_in_label_rounds_says_so(tmp_path
     assert labelling.model_dump(exclude={"fusion_in_label_rounds"}) == SearchConfig(nprobe=6).for_label_rounds().model_dump(exclude={"fusion_in_label_rounds"})
 
 
+def test_bm25_negatives_mix_only_the_condensers_flipr_label_round():
+    from baleen_core.config import LabelConfig
+
+    assert not LabelConfig().mixes_bm25_negatives(2, "flipr")  # off by default
+    mixed = LabelConfig(rounds=2, bm25_negatives=True)
+    assert [mixed.mixes_bm25_negatives(r, "flipr") for r in (0, 1, 2)] == [False, False, True]  # FLIPR's own rounds keep FLIPR's negatives
+    last = LabelConfig(rounds=1, relabel_for_condensers=False, bm25_negatives=True)  # the condensers train on round 0's labels
+    assert last.mixes_bm25_negatives(0, "flipr") and not last.mixes_bm25_negatives(0, "bm25")  # BM25's labels are BM25's already
+
+
 def test_the_first_hop_k_is_the_engines_and_never_a_label_rounds(tmp_path):
     path = tmp_path / "baleen.yaml"
     path.write_text("search: {k_claim_first_hop: 8, nprobe: 6}\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, label_claims, order_hops
+from baleen_core.training.hop_ordering import ClaimGold, GoldPassage, interleaved_negatives, label_claims, order_hops
 
 CORPUS = {
     1: ("Glass Harbour", "Glass Harbour is a 2014 thriller film. It was directed by Oren Vask."),
@@ -98,3 +98,42 @@ def test_gold_recall_by_hops_and_k():
     recall = gold_recall(retriever(), claims, [1, 6])
     assert recall[1] == {"2": 0.5, "3": 1 / 3, "all": (0.5 + 1 / 3) / 2}
     assert recall[6]["all"] == 1.0  # depth 6 = the whole corpus
+
+
+def test_interleaved_negatives_alternate_between_the_two_rankings_non_gold_passages():
+    # non-gold: first 10, 11, 12 and second 11, 13, 14; taken 10, 11, (11 again), 13, 12, 14
+    assert interleaved_negatives([10, 1, 11, 12], [2, 11, 13, 14], {1, 2}, 4) == [10, 11, 13, 12]
+    assert interleaved_negatives([10, 1, 11, 12], [2, 11, 13, 14], {1, 2}, 9) == [10, 11, 13, 12, 14]
+    # one ranking runs out: the other's go on; with no second ranking, the first's non-gold top n
+    assert interleaved_negatives([10], [20, 21, 22], set(), 3) == [10, 20, 21]
+    assert interleaved_negatives([10, 1, 11, 12], [], {1}, 2) == [10, 11]
+
+
+class FixedOrder:
+    """Ranks every query by one fixed order of passages (the other retriever of a mixed round),
+    recording what it was asked."""
+
+    def __init__(self, order: list[int]) -> None:
+        self.order, self.asked = order, []
+
+    def rank_batch(self, claims, contexts, depths, excludes):
+        self.asked.extend(zip(claims, map(list, contexts), depths, map(set, excludes), strict=True))
+        return [[(pid, -float(r)) for r, pid in enumerate(p for p in self.order if p not in exclude)][:depth] for depth, exclude in zip(depths, excludes, strict=True)]
+
+
+def test_a_second_retriever_supplies_every_other_negative_and_leaves_the_positives_alone():
+    """Passages 5 and 4 ranked first by the other retriever: each hop's negatives alternate BM25's
+    own (the labels without it) with the other's, the positives and contexts are unchanged, and the
+    other retriever saw each hop's query, context and excluded context passages."""
+    alone = order_hops(gold(), retriever(), depth=6, n_negatives=2)
+    other = FixedOrder([5, 3, 4, 2, 6, 1])
+    mixed = label_claims([gold()], retriever(), depth=6, n_negatives=2, negatives_from=other)
+    assert [(m.positive_pid, m.positive_rank, m.context_pids, m.context_facts) for m in mixed] == [
+        (a.positive_pid, a.positive_rank, a.context_pids, a.context_facts) for a in alone
+    ]
+    for m, a in zip(mixed, alone, strict=True):
+        theirs = [pid for pid in other.order if pid not in {1, 2, 3} and pid not in m.context_pids]
+        assert m.negative_pids == interleaved_negatives(a.negative_pids, theirs, {1, 2, 3}, 2)
+        assert m.negative_pids[0] == a.negative_pids[0] and m.negative_pids[1] != a.negative_pids[1]
+    assert [(context, exclude) for _, context, _, exclude in other.asked] == [(m.context_facts, set(m.context_pids)) for m in mixed]
+    assert {depth for *_, depth, _ in other.asked} == {2 + 3}  # enough past the claim's gold for its share
