@@ -245,6 +245,40 @@ def test_a_fused_flipr_label_round_ranks_as_the_fused_systems_retrieve(pipeline_
     assert sum(row["negative_pids"] != alone_negatives[(row["uid"], row["hop"])] for row in rows) > len(rows) // 4
 
 
+def test_bm25_negatives_relabel_only_the_condensers_round_with_every_other_negative_from_bm25(pipeline_world, tmp_path):
+    """Under ``labels.bm25_negatives`` (in a hard-linked copy of the store) FLIPR's round 1 is
+    reused; the condensers' round 2 labels again: the same positives and contexts as FLIPR alone's,
+    and each hop's negatives FLIPR alone's interleaved with BM25's ranking of the same query,
+    recomputed here from BM25."""
+    from baleen_core.config import BaleenConfig
+    from baleen_core.training.hop_ordering import interleaved_negatives
+    from baleen_flows.labels import labels_flow
+    from baleen_storage.indexes import open_bm25
+
+    refs, config = pipeline_world.refs, BaleenConfig.load(pipeline_world.config)
+    copy, copy_config = _store_copy_with(pipeline_world, tmp_path, labels=config.labels.model_copy(update={"bm25_negatives": True}))
+    assert labels_flow(copy_config, round_number=1)["labels-r1"].manifest.run_id == refs["training/labels-r1"].manifest.run_id
+    mixed, alone = labels_flow(copy_config, round_number=2)["labels-r2"], refs["training/labels-r2"]
+    assert mixed.manifest.run_id != alone.manifest.run_id and mixed.manifest.params["bm25_negatives"] is True
+    assert "bm25_negatives" not in alone.manifest.params  # labels made before the option keep their fingerprints
+
+    store = ArtifactStore(copy)
+    rows, alone_rows = store.read_table(mixed).to_pylist(), {(r["uid"], r["hop"]): r for r in store.read_table(alone).to_pylist()}
+    assert {row["labeller"] for row in rows} == {"flipr · bm25 negatives"} and len(rows) == len(alone_rows) == 69
+    claim_text = dict(zip(*store.read_table(store.latest("claims", "claims"), ["uid", "claim"]).to_pydict().values(), strict=True))
+    passages = store.find("passages", "corpus", mixed.manifest.inputs["passages"])
+    bm25 = open_bm25(store, passages, store.get("sentences", passages.manifest.run_id, "corpus"))
+    changed = 0
+    for row in rows:
+        before = alone_rows[(row["uid"], row["hop"])]
+        assert (row["positive_pid"], row["positive_rank"], row["context_pids"]) == (before["positive_pid"], before["positive_rank"], before["context_pids"])
+        gold = set(row["context_pids"]) | set(row["remaining_gold_pids"])
+        theirs = [pid for pid, _ in bm25.rank(claim_text[row["uid"]], row["context_facts"], config.labels.depth, set(row["context_pids"]))]
+        assert row["negative_pids"] == interleaved_negatives(before["negative_pids"], theirs, gold, config.labels.n_negatives)
+        changed += row["negative_pids"] != before["negative_pids"]
+    assert changed > len(rows) // 4  # BM25's negatives are not FLIPR's: the test can tell the two apart
+
+
 def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
     """`baleen condensers` on the training flow's round (2) finds the pipeline's condensers already
     trained on those labels and reuses them; on round 0 (in a hard-linked copy of the store, so
