@@ -154,7 +154,9 @@ def calibrated_engine_run(
         for threshold, traces in verify_held_out(root, *data, models, config, new_thresholds, run_id, force):
             validate_artifact(root, "hop_traces", {"hop_traces": traces})
             runs[threshold] = traces
-        return choose_context_threshold(root, list(runs.items()), data[1])["threshold"] if len(runs) > 1 else next(iter(runs))
+        if len(runs) == 1:
+            return next(iter(runs))
+        return choose_context_threshold(root, list(runs.items()), data[1], config.condenser.evidence_ranker_context)["threshold"]
 
     return runs[search_threshold_grid(thresholds, config.training.calibration.steps_past_edge, run_and_choose)]
 

@@ -514,17 +514,25 @@ def choose_evidence_floors(
     return {"floors": floors, "held_out_claims": len(reads), "trials": table}
 
 
+#: The table each calibration pass publishes: thresholds on stage 2's scores, then on the evidence ranker's.
+CONTEXT_THRESHOLD_TABLES = {False: "context-threshold", True: "context-threshold-evidence-ranker"}
+
+
 @task(name="calibrate-context-threshold")
-def choose_context_threshold(store_root: str, runs: list[tuple[float, ArtifactRef]], gold_facts: ArtifactRef) -> dict:
+def choose_context_threshold(store_root: str, runs: list[tuple[float, ArtifactRef]], gold_facts: ArtifactRef, on_ranker_scores: bool = False) -> dict:
     """The context threshold whose engine run over the held-out training claims (``runs``: each
     threshold tried with its ``hop_traces``) ended with the final facts closest to the gold ones
     (:func:`~baleen_core.condensing.calibration.choose_threshold`); every trial is published as
-    a table."""
+    a table, one per pass (``on_ranker_scores``: the thresholds are on the evidence ranker's
+    scores), whose newest version holds every threshold the pass has run."""
     store = ArtifactStore(store_root)
     finals = {threshold: final_facts_of(store, traces) for threshold, traces in runs}
     gold = gold_fact_sets(store, gold_facts, sorted({uid for facts in finals.values() for uid in facts}))  # the same claims in every run
     best, trials = calibrate_threshold(finals, gold)
     table = [{**threshold_trial_row(t), "chosen": t is best} for t in trials]
-    publish_table(key="context-threshold", table=table, description="Context thresholds tried by running the engine on the held-out training claims")
+    scores = "the evidence ranker's" if on_ranker_scores else "stage 2's"
+    publish_table(
+        key=CONTEXT_THRESHOLD_TABLES[on_ranker_scores], table=table, description=f"Context thresholds on {scores} scores tried by running the engine on the held-out training claims"
+    )
     run_logger().info("context threshold %g chosen on %d held-out training claims: %s", best.threshold, best.claims, readable(table))
     return {"threshold": best.threshold, "held_out_claims": best.claims, "trials": table}

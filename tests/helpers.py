@@ -156,3 +156,16 @@ def linked_store_copy(store_root: Path, config: str | Path, tmp_path: Path, conf
     path = tmp_path / config_name
     path.write_text(yaml.safe_dump({**yaml.safe_load(Path(config).read_text()), "store_root": str(copy)}))
     return copy, path
+
+
+def prefect_artifacts(flow_run_id: str) -> dict:
+    """key → the newest version of each keyed artifact a flow run published, read back from the
+    session's Prefect server."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)])))
+    return {a.key: a for a in sorted(artifacts, key=lambda a: a.created) if a.key}

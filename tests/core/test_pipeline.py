@@ -141,6 +141,23 @@ def test_a_label_round_in_memory_labels_and_counts_as_the_label_task():
     assert [h["changed"] for h in compared["by_hop"]] == [1, 0, 1]
 
 
+def test_a_label_round_in_memory_interleaves_the_negatives_it_is_given_and_says_so():
+    from baleen_core.retrieval.bm25 import Bm25Retriever
+    from baleen_core.training.hop_ordering import ClaimGold, GoldPassage
+
+    texts = {1: "Glass Harbour | Glass Harbour is a thriller film directed by Oren Vask.", 2: "Oren Vask | Oren Vask was born in Aarhus.",
+             3: "Aarhus | Aarhus is a city in Denmark.", 4: "Harbour Lights | Harbour Lights is a thriller novel.", 5: "Tin Lanterns | Tin Lanterns are a band."}
+    bm25 = Bm25Retriever(list(texts), list(texts.values()))
+    gold = [ClaimGold("c1", "The thriller Glass Harbour was directed by a man born in Aarhus.", 1, (GoldPassage(1, "Glass Harbour", ("Glass Harbour is a thriller film directed by Oren Vask.",)),))]
+    other = SimpleNamespace(rank_batch=lambda claims, contexts, depths, excludes: [[(5, 2.0), (3, 1.0)] for _ in claims])
+    alone, _ = label_round(bm25, gold, LabelConfig(depth=5, n_negatives=2), 1, None)
+    mixed, record = label_round(bm25, gold, LabelConfig(depth=5, n_negatives=2), 1, None, negatives_from=other)
+    first, second = alone[0]["negative_pids"]
+    assert mixed[0]["negative_pids"] == [first, 5] and second != 5  # BM25's first, then the other's first
+    assert mixed[0]["positive_pid"] == alone[0]["positive_pid"] == 1
+    assert mixed[0]["labeller"] == record["labeller"] == "bm25 · bm25 negatives"
+
+
 def test_the_corpus_tokenized_once_leaves_the_engine_only_the_claims_to_tokenize():
     """After tokenize_corpus_once, a hop over the corpus's passages (stage 1 and stage 2) and the
     reader over its facts send nothing but the claim to the tokenizer: the caches hold exactly

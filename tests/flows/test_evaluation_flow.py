@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from baleen_core.config import FUSION_ONLY_SYSTEMS, SYSTEMS as ALL_SYSTEMS, BaleenConfig
 from baleen_storage.catalog import query
+from helpers import prefect_artifacts
 
 #: What the session's pipeline evaluates: every system but those run only beside a fused full system
 SYSTEMS = [s for s in ALL_SYSTEMS if s not in FUSION_ONLY_SYSTEMS]
@@ -120,18 +121,6 @@ def test_pipeline_runs_every_stage_and_evaluates_every_system(evaluated_world):
     assert "![retrieval-at-k.png](retrieval-at-k.png)" in markdown and "](traces/baleen-" in markdown  # relative: beside report.md
 
 
-def _published_artifacts(flow_run_id: str) -> dict:
-    """key → artifact of what a flow run published, read back from the session's Prefect server."""
-    from uuid import UUID
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[UUID(flow_run_id)])))
-    return {a.key: a for a in artifacts if a.key}
-
-
 def test_the_prefect_ui_shows_the_plots_and_the_worst_claims_traces(evaluated_world):
     """What the UI gets from the pipeline's evaluation run: the report with its plots as PNG data
     URIs, each worst claim's trace as a markdown artifact the report links to, gold marked."""
@@ -141,7 +130,7 @@ def test_the_prefect_ui_shows_the_plots_and_the_worst_claims_traces(evaluated_wo
     from baleen_core.trace_markdown import literal
 
     store, _, refs = evaluated_world
-    published = _published_artifacts(refs["evaluation/baleen/claim_metrics"].manifest.flow_run_id)
+    published = prefect_artifacts(refs["evaluation/baleen/claim_metrics"].manifest.flow_run_id)
     report = published["evaluation-dev-report"].data
     images = re.findall(r"!\[([^\]]*)\]\(data:image/png;base64,([^)]*)\)", report)
     assert [name for name, _ in images] == ["metrics-by-hops.png", "retrieval-at-k.png", "gold-first-found.png"]

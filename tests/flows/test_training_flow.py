@@ -16,7 +16,7 @@ from baleen_core.training.hop_ordering import claims_from_rows
 from baleen_storage import ArtifactStore
 from baleen_storage.catalog import query
 from baleen_storage.indexes import open_searcher
-from helpers import assert_no_partial_artifacts, published
+from helpers import assert_no_partial_artifacts, prefect_artifacts, published
 
 
 def _store_copy_with(pipeline_world, tmp_path, **update) -> tuple[Path, str]:
@@ -277,6 +277,20 @@ def test_bm25_negatives_relabel_only_the_condensers_round_with_every_other_negat
         assert row["negative_pids"] == interleaved_negatives(before["negative_pids"], theirs, gold, config.labels.n_negatives)
         changed += row["negative_pids"] != before["negative_pids"]
     assert changed > len(rows) // 4  # BM25's negatives are not FLIPR's: the test can tell the two apart
+
+
+def test_each_calibration_pass_publishes_its_own_context_threshold_table(pipeline_world):
+    """The Prefect UI keeps both passes: the thresholds on stage 2's scores and those on the
+    evidence ranker's, each table's newest version holding every threshold its pass ran, the one
+    chosen marked."""
+    from baleen_core.config import BaleenConfig
+
+    calibration = BaleenConfig.load(pipeline_world.config).training.calibration
+    artifacts = prefect_artifacts(pipeline_world.refs["training/reader"].manifest.flow_run_id)
+    for key, grid in (("context-threshold", calibration.thresholds), ("context-threshold-evidence-ranker", calibration.ranker_thresholds)):
+        table = json.loads(artifacts[key].data)
+        assert set(grid) <= {row["threshold"] for row in table} and sum(row["chosen"] for row in table) == 1, key
+    assert "the evidence ranker's scores" in artifacts["context-threshold-evidence-ranker"].description
 
 
 def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_path):
