@@ -55,7 +55,7 @@ from baleen_core.training.condenser_trainer import (
     train_stage2,
 )
 from baleen_core.training.flipr_trainer import flipr_examples, train_flipr
-from baleen_core.training.hop_ordering import BM25_NEGATIVES_SUFFIX, ClaimGold, label_claims, label_row, round_statistics
+from baleen_core.training.hop_ordering import ClaimGold, label_claims, label_row, round_labeller, round_statistics
 from baleen_core.training.loop import history_summary
 from baleen_core.training.reader_augmentation import reader_training_sets
 from baleen_core.verdicts import claim_metric_rows, prediction_rows, trace_rows
@@ -124,7 +124,7 @@ def label_round(
     labels = label_claims(gold, ranker, config.depth, config.n_negatives, negatives_from=negatives_from)
     before = None if previous is None else {(p["uid"], p["hop"]): p["positive_pid"] for p in previous}
     seconds = time.perf_counter() - started
-    labeller = ranker.name + (BM25_NEGATIVES_SUFFIX if negatives_from is not None else "")
+    labeller = round_labeller(ranker.name, negatives_from)
     record = {"round": number, "labeller": labeller, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
               "claims_per_s": round(len(gold) / max(seconds, 1e-9), 2), "by_hop": round_statistics(labels, before)}
     logger.info("label round %d (%s): %d hop labels in %.1f s", number, labeller, len(labels), seconds)

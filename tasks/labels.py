@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ from prefect import task
 from baleen_core.config import LabelConfig, SearchConfig
 from baleen_core.held_out import held_out_training_claims
 from baleen_core.retrieval.fusion import hop_retriever
-from baleen_core.training.hop_ordering import BM25_NEGATIVES_SUFFIX, HopLabel, claims_from_rows, label_claims, label_row, round_statistics
+from baleen_core.training.hop_ordering import HopLabel, claims_from_rows, label_claims, label_row, round_labeller, round_statistics
 from baleen_schemas import HOP_LABELS
 from baleen_storage import ArtifactRef, ArtifactStore, fingerprint, fingerprint_params
 from baleen_storage.indexes import open_bm25, open_searcher
@@ -87,17 +88,17 @@ def label_round(
     # claims labelled per ranker call, and so per progress update: BM25 ranks one query at a time,
     # FLIPR encodes its query_batch together (32 on a CPU; 512 on a GPU, which ranks them as one)
     claims_per_call = BM25_CLAIMS_PER_CALL
+    bm25 = functools.cache(lambda: open_bm25(store, passages, sentences))  # built once, whoever asks first (fusion, negatives)
     if labeller == "flipr":
         if index is None:
             raise ValueError("a FLIPR label round needs an index; run the index flow first")
         searcher, _ = open_searcher(store, search, device, index, warn=run_logger().warning)
-        ranker = hop_retriever(searcher, search.fusion, lambda: open_bm25(store, passages, sentences))
-        labeller, claims_per_call = ranker.name, searcher.query_batch
+        ranker = hop_retriever(searcher, search.fusion, bm25)
+        claims_per_call = searcher.query_batch
     else:
-        ranker = open_bm25(store, passages, sentences)
-    negatives_from = open_bm25(store, passages, sentences) if mixed_negatives else None
-    if mixed_negatives:
-        labeller += BM25_NEGATIVES_SUFFIX
+        ranker = bm25()
+    negatives_from = bm25() if mixed_negatives else None
+    labeller = round_labeller(ranker.name, negatives_from)
     held_out = held_out_training_uids(store, claims, gold_facts, config)
     gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
     started = time.perf_counter()
