@@ -197,11 +197,15 @@ class IndexConfig(_Strict):
     )
 
 
+#: ``search.fusion``'s choices (see :mod:`baleen_core.retrieval.fusion`), in the order an error message lists them.
+Fusion = Literal["none", "bm25", "bm25-first-hop", "bm25-fused-first-hop"]
+
+
 class SearchConfig(_Strict):
     k: int = Field(default=25, ge=1, description="Passages returned per query (Baleen: 25 per hop).")
     nprobe: int = Field(default=4, ge=1, description="Centroids probed per query token.")
     ncandidates: int = Field(default=512, ge=1, description="Candidates re-ranked with exact FLIPR.")
-    fusion: Literal["none", "bm25", "bm25-first-hop", "bm25-fused-first-hop"] = Field(
+    fusion: Fusion = Field(
         default="none",
         description="'bm25': the FLIPR systems fuse FLIPR's ranking of each hop query with BM25's by reciprocal rank fusion "
         "(baleen_core.retrieval.fusion; not in the reference), and so do the FLIPR label rounds, whose hard negatives the "

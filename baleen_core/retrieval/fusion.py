@@ -24,7 +24,9 @@ alone, and the later hops' lists are the ones the condensers trained on.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
+
+from baleen_core.config import Fusion
 
 if TYPE_CHECKING:  # the engine's protocol; retrieval does not depend on the engine at run time
     from baleen_core.engine import Retriever
@@ -156,7 +158,7 @@ def _select(queries: Sequence[int], *per_query: Sequence) -> list[list]:
 
 
 #: ``search.fusion``'s choices, in the order an error message lists them.
-FUSIONS = ("none", "bm25", "bm25-first-hop", "bm25-fused-first-hop")
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
 def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever]) -> Retriever:

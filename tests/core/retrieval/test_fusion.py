@@ -103,11 +103,13 @@ def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
 
 
 def test_every_fusion_the_config_accepts_builds_a_retriever_and_no_other():
-    from typing import get_args
-
     from baleen_core.config import SearchConfig
 
-    assert get_args(SearchConfig.model_fields["fusion"].annotation) == FUSIONS
+    assert FUSIONS == ("none", "bm25", "bm25-first-hop", "bm25-fused-first-hop")
+    built = {fusion: hop_retriever(FixedRanking("flipr", []), SearchConfig(fusion=fusion).fusion, lambda: FixedRanking("bm25", [])) for fusion in FUSIONS}
+    assert [type(r).__name__ for r in built.values()] == ["FixedRanking", "FusedRetriever", "FirstHopRetriever", "FirstHopRetriever"]
+    with pytest.raises(ValueError, match="fusion"):
+        SearchConfig(fusion="splade")
 
 
 class FixedRanking:
