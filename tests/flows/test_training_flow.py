@@ -309,11 +309,17 @@ def test_condensers_flow_trains_on_the_chosen_label_round(pipeline_world, tmp_pa
     for kind in ("stage1", "stage2", "reader"):
         assert published(store.root, f"{kind}_checkpoint")[f"{kind}-r2"] == refs[f"training/{kind}"].manifest.run_id
 
-    # the same settings on a copy of the store, with the smallest budgets that still train (this
-    # only checks which labels they train on; that they learn is tested in tests/core/training)
+    # the same settings on a copy of the store, with the smallest budgets that still train and the
+    # engine over the held-out claims at the one threshold given (this only checks which labels they
+    # train on; that they learn is tested in tests/core/training, the calibration in the pipeline's run)
     cfg = BaleenConfig.load(config)
     small = {"max_examples": 8, "epochs": 1}
-    training = cfg.training.model_copy(update={k: getattr(cfg.training, k).model_copy(update=small) for k in ("stage1", "stage2", "reader")})
+    training = cfg.training.model_copy(
+        update={
+            **{k: getattr(cfg.training, k).model_copy(update=small) for k in ("stage1", "stage2", "reader")},
+            "calibration": cfg.training.calibration.model_copy(update={"enabled": False, "evidence_floors": False, "evidence_ranker": False, "evidence_ranker_context": False}),
+        }
+    )
     copy, copy_config = _store_copy_with(pipeline_world, tmp_path, training=training)
     trained = condensers_flow(copy_config, round_number=0)
     labels_r0 = refs["training/labels-r0"]
