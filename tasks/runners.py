@@ -14,7 +14,7 @@ def task_runner(config: OrchestrationConfig) -> TaskRunner:
     if config.task_runner == "sequential":
         return ThreadPoolTaskRunner(max_workers=1)
     try:
-        from prefect_dask import DaskTaskRunner
+        from baleen_tasks.dask_runner import ReleasingDaskTaskRunner as DaskTaskRunner
     except ImportError:
         raise RuntimeError("orchestration.task_runner is 'dask' but prefect-dask is not installed: pip install -e '.[dask]'") from None
     if config.dask_address:

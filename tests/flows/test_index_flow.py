@@ -64,7 +64,12 @@ def test_index_flow_builds_a_validated_queryable_index(indexed_world):
 
 def test_dask_local_cluster_builds_the_same_index_as_sequential(indexed_world, tmp_path):
     """The shards as mapped tasks on a 2-worker Dask LocalCluster: same passages in the same
-    places, same vectors within float tolerance, as one process encoding them in turn."""
+    places, same vectors within float tolerance, as one process encoding them in turn; and no Dask
+    client outlives the flow (a closed one kept DuckDB alive until exit: docs/known-issues.md)."""
+    import gc
+
+    from distributed import Client
+
     from baleen_flows.index import index_flow
 
     store, sequential = indexed_world.store, indexed_world.refs
@@ -76,6 +81,8 @@ def test_dask_local_cluster_builds_the_same_index_as_sequential(indexed_world, t
         "orchestration: {task_runner: dask, dask_workers: 2}\n"
     )
     dask = index_flow(str(config))
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, Client)]
 
     columns = "pid, position, shard, n_tokens"
     assert query(store, f"SELECT {columns} FROM index_passages ORDER BY position").to_pylist() == query(
