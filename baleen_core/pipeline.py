@@ -124,7 +124,7 @@ def label_round(
     labels = label_claims(gold, ranker, config.depth, config.n_negatives, negatives_from=negatives_from)
     before = None if previous is None else {(p["uid"], p["hop"]): p["positive_pid"] for p in previous}
     seconds = time.perf_counter() - started
-    labeller = round_labeller(ranker.name, negatives_from)
+    labeller = round_labeller(ranker.name, negatives_from is not None)
     record = {"round": number, "labeller": labeller, "claims": len(gold), "hop_labels": len(labels), "seconds": round(seconds, 2),
               "claims_per_s": round(len(gold) / max(seconds, 1e-9), 2), "by_hop": round_statistics(labels, before)}
     logger.info("label round %d (%s): %d hop labels in %.1f s", number, labeller, len(labels), seconds)

@@ -98,7 +98,7 @@ def label_round(
     else:
         ranker = bm25()
     negatives_from = bm25() if mixed_negatives else None
-    labeller = round_labeller(ranker.name, negatives_from)
+    labeller = round_labeller(ranker.name, negatives_from is not None)
     held_out = held_out_training_uids(store, claims, gold_facts, config)
     gold = [c for c in claims_from_rows(store.claim_gold(claims, gold_facts, sentences, "train").to_pylist())[: config.max_claims] if c.uid not in held_out]
     started = time.perf_counter()

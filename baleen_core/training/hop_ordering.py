@@ -100,10 +100,10 @@ def label_row(label: HopLabel, round_number: int, labeller: str) -> dict:
         "reached": label.reached,
     }
 
-def round_labeller(ranker_name: str, negatives_from: object | None) -> str:
-    """A round's ``labeller``: the ranker's name, marked when a second retriever (BM25, under
-    ``labels.bm25_negatives``) supplied every other hard negative."""
-    return ranker_name if negatives_from is None else f"{ranker_name} · bm25 negatives"
+def round_labeller(ranker_name: str, bm25_negatives: bool) -> str:
+    """A round's ``labeller``: the ranker's name, marked when BM25 supplied every other hard
+    negative (``labels.bm25_negatives``)."""
+    return f"{ranker_name} · bm25 negatives" if bm25_negatives else ranker_name
 
 
 class NegativesRanker(Protocol):
