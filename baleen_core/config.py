@@ -226,12 +226,37 @@ class SearchConfig(_Strict):
         "runs over the held-out claims, the reader's facts, the evaluation and `baleen verify`).",
     )
 
+    fusion_hop_counts: tuple[int, ...] | None = Field(
+        default=None,
+        description="With a fusion other than none: the claims' hop counts (num_hops) whose queries the engine ranks under search.fusion; "
+        "every other claim's rank with FLIPR alone. None = every claim under search.fusion. Needs fusion_in_label_rounds false, "
+        "as the label rounds rank hops, not claims (measured: docs/benchmarks.md, 'Fusion for the longest chains').",
+    )
+
+    @field_validator("fusion_hop_counts")
+    @classmethod
+    def _hop_counts_positive(cls, counts: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if counts is None:
+            return None
+        if not counts or min(counts) < 1:
+            raise ValueError(f"search.fusion_hop_counts lists hop counts of at least 1 (or is null for every claim), got {list(counts)}")
+        return tuple(sorted(set(counts)))
+
+    @model_validator(mode="after")
+    def _hop_counts_need_engine_fusion(self) -> SearchConfig:
+        if self.fusion_hop_counts is not None and (self.fusion == "none" or self.fusion_in_label_rounds):
+            raise ValueError(
+                "search.fusion_hop_counts routes claims by hop count where the trained models run: set search.fusion to a fusion "
+                f"other than none (now {self.fusion!r}) and search.fusion_in_label_rounds to false (now {str(self.fusion_in_label_rounds).lower()})"
+            )
+        return self
+
     def for_label_rounds(self) -> SearchConfig:
         """The settings a FLIPR label round ranks with: the engine's, but FLIPR's claim-only scoring
         the reference's (``k_claim_first_hop`` unset), which is how the condensers' lists were made
         when ``k_claim_first_hop`` was measured (docs/benchmarks.md), and FLIPR alone unless
         ``fusion_in_label_rounds``."""
-        return self.model_copy(update={"k_claim_first_hop": None, **({} if self.fusion_in_label_rounds else {"fusion": "none"})})
+        return self.model_copy(update={"k_claim_first_hop": None, **({} if self.fusion_in_label_rounds else {"fusion": "none", "fusion_hop_counts": None})})
 
 
 class LabelConfig(_Strict):

@@ -65,6 +65,7 @@ from baleen_core.condensing.condense import hop_evidence
 from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores
 from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.profiling import region
+from baleen_core.retrieval.fusion import HopCountRetriever
 
 #: Passages retrieved per claim over all its hops (Baleen's and HoVer's Retrieval@100).
 DEFAULT_DEPTH = 100
@@ -158,7 +159,7 @@ def grow_pool(pool: dict[int, None], ranking: Sequence[tuple[int, float]], limit
 
 def verify_claims(
     claims: Sequence[ClaimInput],
-    retriever: Retriever,
+    retriever: Retriever | HopCountRetriever,
     passages_of: Callable[[set[int]], dict[int, PassageSentences]],
     stage1: SequenceModel,
     stage2: SequenceModel,
@@ -183,7 +184,7 @@ def verify_claims(
 def verify_claims_at_thresholds(
     claims: Sequence[ClaimInput],
     thresholds: Sequence[float],
-    retriever: Retriever,
+    retriever: Retriever | HopCountRetriever,
     passages_of: Callable[[set[int]], dict[int, PassageSentences]],
     stage1: SequenceModel,
     stage2: SequenceModel,
@@ -218,9 +219,7 @@ def verify_claims_at_thresholds(
         claims_of = [runs[r][0] for r in queries]
         facts = [[s for s, _ in context[r]] for r in queries]
         with region("retrieve"):
-            rankings = retriever.rank_batch(
-                [c.claim for c in claims_of], [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of], [set() for _ in queries]
-            )
+            rankings = rank_queries(retriever, claims_of, [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of])
         read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims_of, facts, rankings, strict=True)]
         texts = passages_of({pid for r in read for pid, _ in r})
         if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
@@ -262,6 +261,26 @@ def verify_claims_at_thresholds(
         prob_supported = [prob_of[_query_key(runs, for_reader, r)] for r in range(len(runs))]
     verdicts = [Verdict(c.uid, prob_supported[r], final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
+
+
+def rank_queries(
+    retriever: Retriever | HopCountRetriever, claims: Sequence[ClaimInput], contexts: Sequence[Sequence[str]], depths: Sequence[int]
+) -> list[list[tuple[int, float]]]:
+    """One hop's rankings, one per query (claim + context facts), in order. A retriever that routes
+    by hop count (``search.fusion_hop_counts``) ranks each claim's query with the retriever for its
+    ``num_hops``, each such group of the hop's queries in one batch."""
+    if not isinstance(retriever, HopCountRetriever):
+        return retriever.rank_batch([c.claim for c in claims], contexts, depths, [set() for _ in claims])
+    groups: dict[int, tuple[Retriever, list[int]]] = {}
+    for q, c in enumerate(claims):
+        routed = retriever.for_hops(c.num_hops)
+        groups.setdefault(id(routed), (routed, []))[1].append(q)
+    rankings: list[list[tuple[int, float]]] = [[] for _ in claims]
+    for routed, queries in groups.values():
+        answers = routed.rank_batch([claims[q].claim for q in queries], [contexts[q] for q in queries], [depths[q] for q in queries], [set() for _ in queries])
+        for q, ranking in zip(queries, answers, strict=True):
+            rankings[q] = ranking
+    return rankings
 
 
 class MissingPassageText(LookupError):

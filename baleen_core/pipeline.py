@@ -195,7 +195,7 @@ def searcher(flipr: Flipr, index: FliprIndex, config: BaleenConfig, query_batch:
 def flipr_system_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25, query_batch: int | None = None):
     """A FLIPR system's retriever under ``search.fusion`` (as tasks/evaluation.py); ``query_batch``:
     the queries FLIPR searches together (default: the searcher's)."""
-    return hop_retriever(searcher(flipr, index, config, query_batch), config.search.fusion, lambda: bm25)
+    return hop_retriever(searcher(flipr, index, config, query_batch), config.search.fusion, lambda: bm25, config.search.fusion_hop_counts)
 
 
 def label_round_retriever(flipr: Flipr, index: FliprIndex, config: BaleenConfig, bm25):

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import yaml
-from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
+from hover_mini import add_hover_mini_option, flow_server, hop_counts, require_hover_mini  # sibling module
 
 from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT, PACK_RECORD, pack_split, record_split
 from baleen_core.retrieval.fusion import FUSIONS
@@ -61,6 +61,11 @@ def main() -> None:
     )
     parser.add_argument("--stage2-cpu-precision", choices=["float32", "bfloat16"], default=None, help="condenser.stage2_cpu_precision (default: the training benchmark's)")
     parser.add_argument("--fusion", choices=list(FUSIONS), default=None, help="search.fusion for the FLIPR systems (default: the training benchmark's)")
+    parser.add_argument(
+        "--fusion-hop-counts", type=hop_counts, default=None,
+        help="search.fusion_hop_counts, e.g. 4 or 3,4: only claims of these hop counts retrieve under --fusion, the others with FLIPR alone "
+        "(sets search.fusion_in_label_rounds false, which the evaluation does not read; default: the training benchmark's)",
+    )
     parser.add_argument("--k-claim-first-hop", type=int, default=None, help="search.k_claim_first_hop, the claim positions FLIPR counts at a claim's first hop (default: the training benchmark's)")
     parser.add_argument("--min-kept", type=int, default=None, help="condenser.min_kept, the context facts kept below the threshold (default: the training benchmark's)")
     args = parser.parse_args()
@@ -106,6 +111,8 @@ def main() -> None:
         settings["condenser"] = {**settings.get("condenser", {}), **precisions}
     if args.fusion:
         settings["search"] = {**settings.get("search", {}), "fusion": args.fusion}
+    if args.fusion_hop_counts is not None:
+        settings["search"] = {**settings.get("search", {}), "fusion_hop_counts": args.fusion_hop_counts, "fusion_in_label_rounds": False}
     if args.k_claim_first_hop is not None:
         settings["search"] = {**settings.get("search", {}), "k_claim_first_hop": args.k_claim_first_hop}
     if args.min_kept is not None:

@@ -25,6 +25,17 @@ def require_hover_mini(path: Path, needs: str = ".") -> Path:
     return path
 
 
+def hop_counts(text: str) -> list[int]:
+    """An argparse type: hop counts given as "4" or "3,4" (``search.fusion_hop_counts``)."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"hop counts are whole numbers separated by commas, e.g. 4 or 3,4; got {text!r}") from None
+    if min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"a hop count is at least 1; got {text!r}")
+    return counts
+
+
 def add_split_option(parser: argparse.ArgumentParser) -> None:
     """``--split``, for a benchmark that reads a training benchmark's ``--work`` folder."""
     from baleen_core.held_out import DEV_SPLIT, HELD_OUT_SPLIT

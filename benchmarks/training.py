@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import yaml
-from hover_mini import add_hover_mini_option, flow_server, require_hover_mini  # sibling module
+from hover_mini import add_hover_mini_option, flow_server, hop_counts, require_hover_mini  # sibling module
 
 from baleen_core.held_out import pack_split, record_split
 from baleen_core.retrieval.fusion import FUSIONS
@@ -148,6 +148,10 @@ def main() -> None:
         "train on FLIPR's lists, and fuses only where the trained models run (the calibration, the reader's facts, the evaluation)",
     )
     parser.add_argument(
+        "--fusion-hop-counts", type=hop_counts, default=None,
+        help="search.fusion_hop_counts, e.g. 4: only claims of these hop counts retrieve under --fusion where the trained models run (needs --no-fusion-in-label-rounds)",
+    )
+    parser.add_argument(
         "--bm25-negatives", action="store_true",
         help="labels.bm25_negatives: the condensers' label round takes every other hard negative from BM25's ranking of the same query "
         "(the positives and FLIPR stay as they are), so the condensers train against what --fusion bm25 hands them",
@@ -224,7 +228,8 @@ def main() -> None:
         settings["condenser"] = {"stage1_cpu_precision": "bfloat16"}
     if args.bm25_negatives:
         settings["labels"]["bm25_negatives"] = True
-    search = {"fusion": args.fusion if args.fusion != "none" else None, "k_claim_first_hop": args.k_claim_first_hop or None, "fusion_in_label_rounds": args.fusion_in_label_rounds}
+    search = {"fusion": args.fusion if args.fusion != "none" else None, "k_claim_first_hop": args.k_claim_first_hop or None, "fusion_in_label_rounds": args.fusion_in_label_rounds,
+              "fusion_hop_counts": args.fusion_hop_counts}
     if search := {key: value for key, value in search.items() if value is not None}:
         settings["search"] = search
     reader = {"scoring": args.reader_scoring, "last_read_facts": args.reader_last_read_facts, "lexical_coverage": args.reader_lexical_coverage or None}

@@ -121,7 +121,8 @@ def system_retriever(store: ArtifactStore, system: str, config: BaleenConfig, mo
         return open_bm25(store, passages, sentences)
     if system == "flipr-alone":
         return system_searcher(store, system, config, models)
-    return hop_retriever(system_searcher(store, system, config, models), config.search.fusion, lambda: open_bm25(store, passages, sentences))
+    search = config.search
+    return hop_retriever(system_searcher(store, system, config, models), search.fusion, lambda: open_bm25(store, passages, sentences), search.fusion_hop_counts)
 
 
 def engine_models(models: ModelRefs, config: BaleenConfig) -> tuple[SequenceModel, SequenceModel, SequenceModel | None]:
@@ -154,7 +155,7 @@ def verdict_tables(system: str, verdicts: Sequence[Verdict]) -> tuple[pa.Table, 
 #: Condenser settings added after engine runs recorded their fingerprints: at their defaults
 #: (float32, no evidence floor, the L3x rule, as every earlier run ran) those runs stay reusable.
 ENGINE_FIELDS_ADDED_LATER = (*CPU_PRECISION_FIELDS, "evidence_floors", "evidence_rule", "evidence_ranker", "evidence_ranker_context")
-SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop",)  # in a run's fingerprint only when set: earlier runs stay reusable
+SEARCH_FIELDS_ADDED_LATER = ("k_claim_first_hop", "fusion_hop_counts")  # in a run's fingerprint only when set: earlier runs stay reusable
 LABEL_ROUND_SEARCH_FIELDS = {"fusion_in_label_rounds"}  # what only the label rounds read: never in an engine run's fingerprint
 
 
@@ -178,7 +179,7 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
         "reader": reader_settings(config.reader),
     }
     if system != "bm25-multihop":  # BM25 reads no search setting: its runs stay reusable when they change
-        params["search"] = engine_search_params(config.search, exclude={"fusion"} if system == "flipr-alone" else None)
+        params["search"] = engine_search_params(config.search, exclude={"fusion", "fusion_hop_counts"} if system == "flipr-alone" else None)
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **_system_inputs(system, models)}
     return eval_producer(system), params, inputs, fingerprint(step="verify", inputs=inputs, params=params, version=[PREDICTIONS.version, HOP_TRACES.version])
 
@@ -696,6 +697,8 @@ def evaluation_report(
     systems = "\n".join(f"- **{s}**: {SYSTEMS[s]}" for s in outputs)
     if config.search.fusion in FUSION_NOTES:
         systems += f"\n\n{FUSION_NOTES[config.search.fusion]}"
+        if (counts := config.search.fusion_hop_counts) is not None:
+            systems += f" So do only the claims of {' or '.join(map(str, counts))} hops (`search.fusion_hop_counts`); every other claim retrieves with FLIPR alone."
     unresolved = unresolved_claims(store, claims, split)
     left_out = f"; {unresolved} {split} claims left out: a gold fact did not resolve to a corpus sentence (see rejects)" if unresolved else ""
     title = f"# Evaluation on {split} ({len(metric_rows[main])} claims, context threshold {config.condenser.stage2_threshold:g}{left_out})\n\n{systems}\n\n"

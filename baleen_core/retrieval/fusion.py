@@ -148,6 +148,35 @@ class FirstHopRetriever:
         return (self.later if context else self.first).score(claim, context, pids)
 
 
+class HopCountRetriever:
+    """Routes a claim's queries by the claim's hop count: ``routed`` ranks those of claims whose
+    ``num_hops`` is in ``hop_counts``, ``alone`` every other claim's.
+
+    A query alone does not say how many hops its claim has, so this is not a
+    :class:`~baleen_core.engine.Retriever` itself: the engine, which knows each claim's hop count,
+    asks :meth:`for_hops` and ranks each group of a hop's queries in one batch. Why route by hop
+    count at all: on held-out training claims fusion with BM25 found the rest of a 4-hop chain
+    that FLIPR alone missed, and cost passage F1 at 2 hops (docs/benchmarks.md)."""
+
+    def __init__(self, alone: Retriever, routed: Retriever, hop_counts: Collection[int]) -> None:
+        if not hop_counts:
+            raise ValueError("routing by hop count needs at least one hop count to route")
+        self.alone = alone
+        self.routed = routed
+        self.hop_counts = frozenset(hop_counts)
+        counts = ",".join(str(n) for n in sorted(self.hop_counts))
+        self.name = f"{_name(routed)}@{counts}-hop|{_name(alone)}"  # e.g. 'flipr+bm25@4-hop|flipr'
+
+    @property
+    def flipr(self):
+        """The encoder of the retriever that ranks most claims alone, when it has one (for reports)."""
+        return getattr(self.alone, "flipr", None)
+
+    def for_hops(self, num_hops: int) -> Retriever:
+        """The retriever that ranks the queries of a claim with ``num_hops`` hops."""
+        return self.routed if num_hops in self.hop_counts else self.alone
+
+
 def _name(retriever: object) -> str:
     return getattr(retriever, "name", type(retriever).__name__)
 
@@ -161,13 +190,17 @@ def _select(queries: Sequence[int], *per_query: Sequence) -> list[list]:
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
-def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever]) -> Retriever:
+def hop_retriever(flipr: Retriever, fusion: str, bm25: Callable[[], Retriever], hop_counts: Collection[int] | None = None) -> Retriever | HopCountRetriever:
     """A FLIPR system's retriever under ``search.fusion``: FLIPR alone ('none'), fused with the
     BM25 that ``bm25()`` opens ('bm25'), BM25 for the queries without context and FLIPR for the
     others ('bm25-first-hop'), or the two fused for the queries without context and FLIPR alone for
-    the others ('bm25-fused-first-hop'); BM25 is opened only when it is used."""
+    the others ('bm25-fused-first-hop'); BM25 is opened only when it is used. With ``hop_counts``
+    (``search.fusion_hop_counts``) only the claims of those hop counts retrieve so, every other
+    claim with FLIPR alone (:class:`HopCountRetriever`)."""
     if fusion == "none":
         return flipr
+    if hop_counts is not None:
+        return HopCountRetriever(flipr, hop_retriever(flipr, fusion, bm25), hop_counts)
     if fusion == "bm25":
         return FusedRetriever([flipr, bm25()])
     if fusion == "bm25-first-hop":

@@ -122,6 +122,24 @@ def test_the_label_rounds_fuse_only_when_fusion_in_label_rounds_says_so(tmp_path
     assert labelling.model_dump(exclude={"fusion_in_label_rounds"}) == SearchConfig(nprobe=6).for_label_rounds().model_dump(exclude={"fusion_in_label_rounds"})
 
 
+def test_fusion_by_hop_count_is_the_engines_and_needs_a_fusion_outside_the_label_rounds(tmp_path):
+    path = tmp_path / "baleen.yaml"
+    path.write_text("search: {fusion: bm25, fusion_in_label_rounds: false, fusion_hop_counts: [4, 3, 4]}\n")
+    search = BaleenConfig.load(path).search
+    assert search.fusion_hop_counts == (3, 4)
+    labelling = search.for_label_rounds()
+    assert labelling.fusion == "none" and labelling.fusion_hop_counts is None
+    for text, said in (
+        ("{fusion: bm25, fusion_hop_counts: [4]}", "fusion_in_label_rounds to false"),
+        ("{fusion_in_label_rounds: false, fusion_hop_counts: [4]}", "other than none"),
+        ("{fusion: bm25, fusion_in_label_rounds: false, fusion_hop_counts: [0]}", "at least 1"),
+        ("{fusion: bm25, fusion_in_label_rounds: false, fusion_hop_counts: []}", "at least 1"),
+    ):
+        path.write_text(f"search: {text}\n")
+        with pytest.raises(ConfigError, match=said):
+            BaleenConfig.load(path)
+
+
 def test_bm25_negatives_mix_only_the_condensers_flipr_label_round():
     from baleen_core.config import LabelConfig
 

@@ -14,6 +14,7 @@ from baleen_core.condensing.evidence_ranker import FEATURES, HopRead, evidence_s
 from baleen_core.config import CondenserConfig, EvidenceRankerWeights, ReaderConfig, default_backbone
 from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
 from baleen_core.retrieval.bm25 import Bm25Retriever
+from baleen_core.retrieval.fusion import HopCountRetriever
 from helpers import passage
 
 WORLD = [
@@ -283,3 +284,31 @@ def test_several_thresholds_in_one_pass_equal_separate_runs_and_share_their_comm
     # hop 1 (no context) was ranked once per claim, not once per threshold; no hop asked twice
     assert len(retriever.batches[0]) == len(CLAIMS)
     assert all(len(batch) == len(set(batch)) for batch in retriever.batches)
+
+
+class ReversedRetriever(CountingRetriever):
+    """BM25's ranking of every passage, worst first: a route that differs from BM25 on every query."""
+
+    def rank_batch(self, claims, contexts, depths, excludes):
+        full = super().rank_batch(claims, contexts, [len(WORLD)] * len(claims), excludes)
+        return [ranking[::-1][:depth] for ranking, depth in zip(full, depths, strict=True)]
+
+
+def test_a_retriever_routed_by_hop_count_ranks_each_claim_with_its_route_one_batch_a_hop(models):
+    """``search.fusion_hop_counts``: claim a (3 hops) is routed, claim b (2 hops) is not; each
+    claim's hops are what its route alone gives, and each route ranks only its own claims."""
+    by_pid = {p.pid: p for p in WORLD}
+    texts = [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD]
+    pids = [p.pid for p in WORLD]
+    alone, routed = CountingRetriever(pids, texts), ReversedRetriever(pids, texts)
+    passages_of = lambda wanted: {pid: by_pid[pid] for pid in wanted}  # noqa: E731
+    engine = lambda claims, retriever: verify_claims(claims, retriever, passages_of, *models, CONDENSER, ReaderConfig(device="cpu"), depth=6)  # noqa: E731
+    verdicts = engine(CLAIMS, HopCountRetriever(alone, routed, {3}))
+    assert [{claim for claim, _ in batch} for batch in routed.batches] == [{CLAIMS[0].claim}] * 3  # claim a's three hops, one batch each
+    assert [{claim for claim, _ in batch} for batch in alone.batches] == [{CLAIMS[1].claim}] * 2
+    for verdict, claim, route in zip(verdicts, CLAIMS, (ReversedRetriever(pids, texts), CountingRetriever(pids, texts)), strict=True):
+        (expected,) = engine([claim], route)
+        assert [h.retrieved for h in verdict.hops] == [h.retrieved for h in expected.hops]
+        assert [s.key for s, _ in verdict.facts] == [s.key for s, _ in expected.facts]
+    (unrouted,) = engine([CLAIMS[0]], CountingRetriever(pids, texts))
+    assert verdicts[0].hops[0].retrieved != unrouted.hops[0].retrieved  # the routes differ where it matters

@@ -239,6 +239,43 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
 
 
 
+def test_fusion_by_hop_count_fuses_only_the_routed_claims_hops(evaluated_world):
+    """``search.fusion_hop_counts``: the claims of the listed hop counts read the fused ranking at
+    hop 1, every other claim the trained FLIPR's alone; each setting is its own engine run."""
+    from baleen_core.config import BaleenConfig
+    from baleen_core.retrieval.fusion import HopCountRetriever, reciprocal_rank_fusion
+    from baleen_flows.evaluation import trained_models
+    from baleen_storage.indexes import index_passages_ref, open_bm25
+    from baleen_tasks.evaluation import evaluation_claims, run_engine, system_retriever, system_searcher, verify_identity
+
+    store, config, _ = evaluated_world
+    plain = BaleenConfig.load(config)
+    models = trained_models(store)
+    passages, sentences = index_passages_ref(store, models["index"])
+    claims = store.latest("claims", "claims")
+    rows = evaluation_claims(store, claims, "dev", 6)
+    routed_hops = sorted({int(r["num_hops"]) for r in rows})[-1:]  # the longest chains among them, as measured
+    search = lambda **update: plain.model_copy(update={"search": plain.search.model_copy(update=update)})  # noqa: E731
+    fused_all = search(fusion="bm25", fusion_in_label_rounds=False)
+    routed = search(fusion="bm25", fusion_in_label_rounds=False, fusion_hop_counts=tuple(routed_hops))
+    assert isinstance(system_retriever(store, "baleen", routed, models, passages, sentences), HopCountRetriever)
+    identity = lambda system, cfg: verify_identity(system, claims, passages, models, cfg)[3]  # noqa: E731
+    assert len({identity("baleen", cfg) for cfg in (plain, fused_all, routed)}) == 3
+    assert identity("flipr-alone", routed) == identity("flipr-alone", plain)
+
+    (verdicts,), _ = run_engine(store, "baleen", rows, [routed.condenser.stage2_threshold], passages, sentences, models, routed, "routed")
+    flipr, bm25 = system_searcher(store, "baleen", routed, models), open_bm25(store, passages, sentences)
+    depth, seen = routed.evaluation.depth, set()
+    for row, verdict in zip(rows, verdicts, strict=True):
+        flipr_ranking = flipr.rank(row["claim"], [], depth, set())
+        fused = row["num_hops"] in routed_hops
+        expected = reciprocal_rank_fusion([flipr_ranking, bm25.rank(row["claim"], [], depth, set())], depth) if fused else flipr_ranking
+        first = verdict.hops[0].retrieved
+        assert [pid for pid, _ in first] == [pid for pid, _ in expected[: len(first)]]
+        seen.add(fused)
+    assert seen == {True, False}, "the rows did not hold both a routed and an unrouted claim"
+
+
 def test_the_first_hop_split_runs_the_engine_on_bm25_then_flipr(evaluated_world):
     """``search.fusion: bm25-first-hop``: the full system's hop 1 reads BM25's ranking of the claim
     alone, and every hop with context reads the trained FLIPR's ranking of the claim and its facts."""

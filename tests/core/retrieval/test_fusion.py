@@ -8,7 +8,7 @@ import random
 import pytest
 
 from baleen_core.retrieval.bm25 import Bm25Retriever
-from baleen_core.retrieval.fusion import FUSIONS, RRF_K, FirstHopRetriever, FusedRetriever, hop_retriever, reciprocal_rank_fusion
+from baleen_core.retrieval.fusion import FUSIONS, RRF_K, FirstHopRetriever, FusedRetriever, HopCountRetriever, hop_retriever, reciprocal_rank_fusion
 
 
 def test_fusion_of_two_rankings_worked_by_hand():
@@ -100,6 +100,19 @@ def test_hop_retriever_fuses_only_when_asked_and_opens_bm25_only_then():
     assert isinstance(fused_first.first, FusedRetriever) and fused_first.first.retrievers[0] is flipr and fused_first.first.retrievers[1] is not flipr
     with pytest.raises(ValueError, match="none, bm25, bm25-first-hop or bm25-fused-first-hop"):
         hop_retriever(flipr, "splade", bm25)
+
+
+def test_hop_counts_route_only_their_claims_to_the_fusion_and_the_rest_to_flipr_alone():
+    flipr, bm25 = FixedRanking("flipr", [1, 2, 3]), lambda: FixedRanking("bm25", [3, 2, 1])
+    routed = hop_retriever(flipr, "bm25", bm25, hop_counts=[4, 3])
+    assert isinstance(routed, HopCountRetriever) and routed.name == "flipr+bm25@3,4-hop|flipr" and routed.flipr is None
+    assert routed.for_hops(2) is flipr and routed.for_hops(5) is flipr
+    assert routed.for_hops(3) is routed.for_hops(4) and isinstance(routed.for_hops(4), FusedRetriever)
+    first_hop = hop_retriever(flipr, "bm25-fused-first-hop", bm25, hop_counts=[4])
+    assert isinstance(first_hop.for_hops(4), FirstHopRetriever) and first_hop.for_hops(3) is flipr
+    assert hop_retriever(flipr, "none", bm25, hop_counts=[4]) is flipr  # nothing to route to
+    with pytest.raises(ValueError, match="at least one hop count"):
+        HopCountRetriever(flipr, routed.for_hops(4), [])
 
 
 def test_every_fusion_the_config_accepts_builds_a_retriever_and_no_other():
