@@ -205,8 +205,13 @@ def main() -> None:
     cpu_precision = ("bfloat16" if native_bfloat16 else "float32") if args.cpu_precision == "native" else args.cpu_precision
     # the precision decides the run's length (float32 training took ~2.8x the time of bfloat16 on
     # the measured CPUs, docs/benchmarks.md), so say up front which one this run uses and why
-    why = "this CPU computes bfloat16 natively" if native_bfloat16 else "this CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
-    print(f"training precision on the CPU: {cpu_precision} ({'--cpu-precision ' + args.cpu_precision if args.cpu_precision != 'native' else why})", flush=True)
+    if args.cpu_precision != "native":
+        why = f"--cpu-precision {args.cpu_precision}"
+    elif native_bfloat16:
+        why = "this CPU computes bfloat16 natively"
+    else:
+        why = "this CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
+    print(f"training precision on the CPU: {cpu_precision} ({why})", flush=True)
     for model in settings["training"].values():
         model["seed"] = args.seed
         if cpu_precision != "float32":
