@@ -61,7 +61,7 @@ from typing import Protocol
 
 from baleen_core.condensing import PassageSentences, Sentence, SequenceModel, condense_hop, kept_facts, read_verdicts, reader_facts
 from baleen_core.condensing.calibration import LastRead
-from baleen_core.condensing.condense import hop_evidence
+from baleen_core.condensing.condense import CondensedHop, hop_evidence
 from baleen_core.condensing.evidence_ranker import HopRead, evidence_scores
 from baleen_core.config import CondenserConfig, ReaderConfig
 from baleen_core.profiling import region
@@ -157,6 +157,56 @@ def grow_pool(pool: dict[int, None], ranking: Sequence[tuple[int, float]], limit
     return added
 
 
+@dataclass(frozen=True)
+class ComputedHop:
+    """What one hop computed for one (claim, context), whatever the threshold: the ranking, the
+    passages the condensers read and both stages' condensing of them."""
+
+    ranking: list[tuple[int, float]]
+    read: list[tuple[int, float]]
+    condensed: CondensedHop
+
+
+#: Condenser settings that only cut what a hop computed (the context rule and the evidence
+#: ranker read the scores afterwards), so runs that differ in them alone share their hops.
+_CUT_SETTINGS = frozenset({"stage2_threshold", "evidence_ranker", "evidence_ranker_context", "device", "batch_size", "gpu_batch_tokens"})
+
+
+class HopMemo:
+    """Hops computed by earlier engine passes over the same claims, reused by later ones: the
+    calibration runs the engine at one grid of context thresholds, then one threshold at a time
+    past the grid's edge, then again with the evidence ranker setting the context; at hop 1 all
+    of them read the same (empty) context, and later a claim whose context a threshold leaves as
+    an earlier pass left it is retrieved and condensed again for nothing.
+
+    One memo serves one retriever and one pair of condensers: :meth:`bound` takes what identifies
+    them (their artifacts' fingerprints, say), and a memo bound to other ones starts empty, so a
+    stale hop is never reused. The engine keys each hop by the claim, the context and every
+    setting the hop reads (not by its number: a claim whose context stayed empty reads at hop 2
+    what it read at hop 1)."""
+
+    def __init__(self) -> None:
+        self._identity: str | None = None
+        self._hops: dict[tuple, ComputedHop] = {}
+        self.reused = 0  # (claim, context) hops taken from the memo
+        self.computed = 0  # and computed (then kept)
+
+    def bound(self, identity: str) -> HopMemo:
+        """This memo for the models ``identity`` names, emptied if it held another's hops."""
+        if identity != self._identity:
+            self._identity, self._hops = identity, {}
+        return self
+
+    def get(self, key: tuple) -> ComputedHop | None:
+        return self._hops.get(key)
+
+    def keep(self, key: tuple, hop: ComputedHop) -> None:
+        self._hops[key] = hop
+
+    def __len__(self) -> int:
+        return len(self._hops)
+
+
 def verify_claims(
     claims: Sequence[ClaimInput],
     retriever: Retriever | HopCountRetriever,
@@ -196,19 +246,22 @@ def verify_claims_at_thresholds(
     hops: int | None = None,
     on_hop: Callable[[int, int], None] | None = None,
     single_hop: bool = False,
+    memo: HopMemo | None = None,
 ) -> list[list[Verdict]]:
     """:func:`verify_claims` once per stage-2 threshold of the context rule
     (``condenser.stage2_threshold`` is not read), as one list of verdicts per threshold, in order.
     What the runs have in common is done once: a claim whose context is the same under several
     thresholds (at hop 1 it is always empty) is retrieved, condensed and scored once, and only the
     context rule differs; the reader reads the same claim and final facts once. ``on_hop(hop, n)``
-    counts claim × threshold runs."""
+    counts claim × threshold runs. With a ``memo`` (bound to this retriever and these condensers),
+    a hop an earlier pass computed is taken from it, and each hop computed now is kept in it."""
     budget = {c.uid: hops or c.num_hops for c in claims}
     per_hop = {c.uid: passages_per_hop(depth, budget[c.uid], k) for c in claims}
     if single_hop:
         per_hop = {uid: n * budget[uid] for uid, n in per_hop.items()}
         budget = dict.fromkeys(budget, 1)
     runs = [(c, t) for t in range(len(thresholds)) for c in claims]  # (claim, threshold index)
+    settings = (condenser.model_dump_json(exclude=set(_CUT_SETTINGS)), depth, k, hops, single_hop)  # what a memo's hop also depends on
     context: list[list[tuple[Sentence, float]]] = [[] for _ in runs]
     pool: list[dict[int, None]] = [{} for _ in runs]
     traces: list[list[HopTrace]] = [[] for _ in runs]
@@ -218,18 +271,23 @@ def verify_claims_at_thresholds(
         queries = list(shared.values())
         claims_of = [runs[r][0] for r in queries]
         facts = [[s for s, _ in context[r]] for r in queries]
-        with region("retrieve"):
-            rankings = rank_queries(retriever, claims_of, [[s.fact for s in f] for f in facts], [max(depth, per_hop[c.uid]) for c in claims_of])
-        read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims_of, facts, rankings, strict=True)]
-        texts = passages_of({pid for r in read for pid, _ in r})
-        if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
-            raise MissingPassageText(missing)
-        passages = [[texts[pid] for pid, _ in r] for r in read]
-        condensed = condense_hop(stage1, stage2, [c.claim for c in claims_of], facts, passages, condenser, [c.num_hops for c in claims_of])
+        memo_keys = [(settings, *key) for key in shared]  # a hop's number changes nothing it computes
+        computed = [None if memo is None else memo.get(key) for key in memo_keys]
+        todo = [q for q, known in enumerate(computed) if known is None]
+        new_hops = compute_hops(retriever, passages_of, stage1, stage2, condenser, [claims_of[q] for q in todo], [facts[q] for q in todo], depth, per_hop)
+        for q, hop_computed in zip(todo, new_hops, strict=True):
+            computed[q] = hop_computed
+            if memo is not None:
+                memo.keep(memo_keys[q], hop_computed)
+        if memo is not None:
+            memo.reused += len(queries) - len(todo)
+            memo.computed += len(todo)
+        rankings = [h.ranking for h in computed]
+        read = [h.read for h in computed]
         query_of = {key: q for q, key in enumerate(shared)}
         for r in active:
             (c, t), q = runs[r], query_of[_query_key(runs, context, r)]
-            result = condensed[q]
+            result = computed[q].condensed
             limit = depth if hop == budget[c.uid] else per_hop[c.uid] * hop
             added = grow_pool(pool[r], rankings[q], limit)
             stage1_score = {s.sentence.key: s.score for s in result.ranked}
@@ -261,6 +319,32 @@ def verify_claims_at_thresholds(
         prob_supported = [prob_of[_query_key(runs, for_reader, r)] for r in range(len(runs))]
     verdicts = [Verdict(c.uid, prob_supported[r], final[r], traces[r]) for r, (c, _) in enumerate(runs)]
     return [verdicts[t * len(claims) : (t + 1) * len(claims)] for t in range(len(thresholds))]
+
+
+def compute_hops(
+    retriever: Retriever | HopCountRetriever,
+    passages_of: Callable[[set[int]], dict[int, PassageSentences]],
+    stage1: SequenceModel,
+    stage2: SequenceModel,
+    condenser: CondenserConfig,
+    claims: Sequence[ClaimInput],
+    contexts: Sequence[Sequence[Sentence]],
+    depth: int,
+    per_hop: dict[str, int],
+) -> list[ComputedHop]:
+    """One hop of each (claim, context), in one batch: the ranking, the passages read and their
+    condensing (the rules that cut it are the caller's)."""
+    if not claims:
+        return []
+    with region("retrieve"):
+        rankings = rank_queries(retriever, claims, [[s.fact for s in f] for f in contexts], [max(depth, per_hop[c.uid]) for c in claims])
+    read = [read_at_hop(ranking, f, per_hop[c.uid]) for c, f, ranking in zip(claims, contexts, rankings, strict=True)]
+    texts = passages_of({pid for r in read for pid, _ in r})
+    if missing := sorted({pid for r in read for pid, _ in r} - texts.keys()):
+        raise MissingPassageText(missing)
+    passages = [[texts[pid] for pid, _ in r] for r in read]
+    condensed = condense_hop(stage1, stage2, [c.claim for c in claims], contexts, passages, condenser, [c.num_hops for c in claims])
+    return [ComputedHop(ranking, r, result) for ranking, r, result in zip(rankings, read, condensed, strict=True)]
 
 
 def rank_queries(

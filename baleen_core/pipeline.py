@@ -34,7 +34,7 @@ from baleen_core.condensing.evidence_ranker import fit_evidence_ranker
 from baleen_core.condensing.lexical import training_stats as lexical_training_stats
 from baleen_core.config import BaleenConfig, EvidenceRankerWeights, LabelConfig, json_floors, parse_floors
 from baleen_core.dataset import Claims, Corpus, claim_gold
-from baleen_core.engine import ClaimInput, Verdict, verify_claims, verify_claims_at_thresholds
+from baleen_core.engine import ClaimInput, HopMemo, Verdict, verify_claims, verify_claims_at_thresholds
 from baleen_core.held_out import split_held_out
 from baleen_core.profiling import device_profile_call, profile_call
 from baleen_core.results import majority_class, paired_results, system_results
@@ -249,7 +249,7 @@ def train_condensers_and_reader(
         ev = config.evaluation
         held = sorted(claims.held_out(config.labels))
         thresholds, ranker_thresholds = training.calibration.context_grids(condenser.stage2_threshold)
-        started = time.perf_counter()
+        started, memo = time.perf_counter(), HopMemo()  # one retriever and one pair of condensers throughout
 
         def calibrated_run(engine_condenser, grid: list[float]) -> tuple:  # flows/training.py's calibrated_engine_run
             runs: dict[float, list] = {}
@@ -260,7 +260,7 @@ def train_condensers_and_reader(
             def run_and_choose(new_thresholds: list[float]) -> float:
                 verdicts = verify_claims_at_thresholds(
                     claim_inputs(claims, held), new_thresholds, retriever, corpus.passages_of, stage1, stage2, None, engine_condenser, reader_config,
-                    depth=ev.depth, k=ev.k, hops=ev.hops,
+                    depth=ev.depth, k=ev.k, hops=ev.hops, memo=memo,
                 )
                 runs.update(zip(new_thresholds, verdicts, strict=True))
                 return calibrated()[0].threshold
@@ -287,6 +287,7 @@ def train_condensers_and_reader(
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
             calibration["evidence_floor_trials"] = {str(hops): [floor_trial_row(t) for t in tried] for hops, (_, tried) in chosen.items()}
         calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[threshold_trial_row(t) for t in trials])
+        calibration.update(hops_computed=memo.computed, hops_reused=memo.reused)
         calibration["evidence_floors"] = json_floors(floors)
         logger.info("context threshold and evidence floors: %s", calibration)
         final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in reader_facts_at_floors(reads, floors, condenser, reader_config.last_read_facts).items()}

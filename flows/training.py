@@ -31,6 +31,7 @@ from prefect import flow
 
 from baleen_core.condensing.calibration import search_threshold_grid
 from baleen_core.config import BaleenConfig
+from baleen_core.engine import HopMemo
 from baleen_flows.config_check import config_checked
 from baleen_flows.index import index_flow
 from baleen_flows.run_names import training_run_name
@@ -127,10 +128,11 @@ def train_condensers_and_reader(
     stage2 = train_condenser_stage2(root, labels, stage1, *data, config.condenser, training.stage2, round_number, run_id, force)["stage2_checkpoint"]
     thresholds, ranker_thresholds = training.calibration.context_grids(config.condenser.stage2_threshold)
     models = {"index": index, "stage1": stage1, "stage2": stage2}
-    engine_facts = calibrated_engine_run(root, data, models, config, thresholds, run_id, force)
+    memo = HopMemo()  # every calibration run reads hop 1 alike, and many claims later hops alike
+    engine_facts = calibrated_engine_run(root, data, models, config, thresholds, run_id, force, memo)
     ranker = fit_ranker(root, engine_facts, *data)["ranker"] if training.calibration.evidence_ranker else None
     if ranker is not None and training.calibration.evidence_ranker_context:  # the ranker sets the context: the engine runs again on its scores
-        engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), ranker_thresholds, run_id, force)
+        engine_facts = calibrated_engine_run(root, data, models, config.with_evidence_ranker(ranker, context=True), ranker_thresholds, run_id, force, memo)
     floors = (
         choose_evidence_floors(root, engine_facts, claims, gold_facts, config.condenser, training.calibration.evidence_floor_grid, ranker, passages, sentences)["floors"]
         if config.chooses_evidence_floors
@@ -142,16 +144,18 @@ def train_condensers_and_reader(
 
 
 def calibrated_engine_run(
-    root: str, data: tuple[ArtifactRef, ...], models: dict[str, ArtifactRef], config: BaleenConfig, thresholds: list[float], run_id: str, force: bool
+    root: str, data: tuple[ArtifactRef, ...], models: dict[str, ArtifactRef], config: BaleenConfig, thresholds: list[float], run_id: str, force: bool,
+    memo: HopMemo | None = None,
 ) -> ArtifactRef:
     """The engine without its reader over the held-out training claims (``data``: claims, gold
     facts, passages, sentences) at every context threshold, and past the grid's edge while an edge
     wins (``training.calibration.steps_past_edge``), each run validated; the run of the threshold
-    whose final facts best match the gold ones."""
+    whose final facts best match the gold ones. ``memo`` keeps the hops computed for the runs
+    that follow (this pass's steps past the edge, the next pass)."""
     runs: dict[float, ArtifactRef] = {}
 
     def run_and_choose(new_thresholds: list[float]) -> float:
-        for threshold, traces in verify_held_out(root, *data, models, config, new_thresholds, run_id, force):
+        for threshold, traces in verify_held_out(root, *data, models, config, new_thresholds, run_id, force, memo):
             validate_artifact(root, "hop_traces", {"hop_traces": traces})
             runs[threshold] = traces
         if len(runs) == 1:

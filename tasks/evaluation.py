@@ -24,7 +24,7 @@ from prefect import task
 
 from baleen_core.condensing import SequenceModel
 from baleen_core.config import CPU_PRECISION_FIELDS, SYSTEMS, BaleenConfig, SearchConfig
-from baleen_core.engine import ClaimInput, Verdict, verify_claims_at_thresholds
+from baleen_core.engine import ClaimInput, HopMemo, Verdict, verify_claims_at_thresholds
 from baleen_core.metrics import CLAIM_METRICS as METRICS
 from baleen_core.metrics import FUNNEL, metric_label, paired_by_hop_count, summarize_metrics
 from baleen_core.retrieval import FliprSearcher, fact_text, passage_text
@@ -186,20 +186,22 @@ def verify_identity(system: str, claims: ArtifactRef, passages: ArtifactRef, mod
 
 def run_engine(
     store: ArtifactStore, system: str, rows: Sequence[dict], thresholds: Sequence[float], passages: ArtifactRef, sentences: ArtifactRef,
-    models: ModelRefs, config: BaleenConfig, label: str,
+    models: ModelRefs, config: BaleenConfig, label: str, memo: HopMemo | None = None,
 ) -> tuple[list[list[Verdict]], dict]:
     """Verdicts of ``rows`` at each stage-2 threshold (one engine pass shares what they have in
-    common, :func:`verify_claims_at_thresholds`) and the pass's throughput."""
+    common, :func:`verify_claims_at_thresholds`, and with earlier passes through ``memo``) and the
+    pass's throughput."""
     ev = config.evaluation
     retriever = system_retriever(store, system, config, models, passages, sentences)
     stage1, stage2, reader = engine_models(models, config)
     claim_inputs = [ClaimInput(r["uid"], r["claim"], int(r["num_hops"])) for r in rows]
     hop_work = sum(ev.hops or c.num_hops for c in claim_inputs) if system != "single-hop" else len(claim_inputs)
-    started = time.perf_counter()
+    started, before = time.perf_counter(), (0, 0) if memo is None else (memo.computed, memo.reused)
     with Progress(hop_work * len(thresholds), label, unit="claim-hop") as progress:
         verdicts = verify_claims_at_thresholds(
             claim_inputs, thresholds, retriever, lambda pids: passages_by_pid(store, passages, sentences, pids), stage1, stage2, reader,
             config.condenser, config.reader, depth=ev.depth, k=ev.k, hops=ev.hops, on_hop=lambda hop, n: progress.update(n), single_hop=system == "single-hop",
+            memo=memo,
         )
     seconds = time.perf_counter() - started
     flipr = getattr(retriever, "flipr", None)  # FLIPR alone or fused; BM25 has none
@@ -207,6 +209,8 @@ def run_engine(
     stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) * len(thresholds) / max(seconds, 1e-9), 3), "device": device}
     if len(thresholds) > 1:
         stats["thresholds"] = len(thresholds)
+    if memo is not None:  # (claim, context) hops this pass computed, and took from earlier passes
+        stats["hops_computed"], stats["hops_reused"] = memo.computed - before[0], memo.reused - before[1]
     run_logger().info("%s: %d claims × %d threshold(s) in %.1f s (%.2f claims/s on %s)", system, len(rows), len(thresholds), seconds, stats["claims_per_second"], device)
     return verdicts, stats
 
@@ -266,6 +270,7 @@ def verify_held_out(
     thresholds: Sequence[float],
     run_id: str,
     force: bool = False,
+    memo: HopMemo | None = None,
 ) -> list[tuple[float, ArtifactRef]]:
     """The full system without its reader (``models``: ``index``, ``stage1``, ``stage2``) over the
     training claims no label round labelled (``labels.held_out_share``), so that neither FLIPR nor
@@ -273,7 +278,9 @@ def verify_held_out(
     ``thresholds`` (one engine pass, :func:`~baleen_core.engine.verify_claims_at_thresholds`):
     their final facts are shaped as the engine's for a new claim; the calibration chooses a
     threshold on them and the reader trains on its facts. Each threshold's run is published as
-    ``hop_traces`` of its own producer (``reader-facts-tT``) and reused when nothing it depends on changed."""
+    ``hop_traces`` of its own producer (``reader-facts-tT``) and reused when nothing it depends on changed.
+    A ``memo`` carries the hops computed from one call to the next (the calibration's later passes);
+    it is bound to the claims, passages, models and search settings, and starts over when they change."""
     store = ArtifactStore(store_root)
     uids = sorted(held_out_training_uids(store, claims, gold_facts, config.labels))
     if not uids:
@@ -298,7 +305,9 @@ def verify_held_out(
     if missing:
         rows = evaluation_claims(store, claims, "train", None, uids)
         label = f"verify {len(rows)} held-out training claims · baleen without its reader · {len(missing)} context threshold(s)"
-        verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label)
+        if memo is not None:
+            memo = memo.bound(fingerprint(step="verify_held_out", inputs=inputs, params={k: v for k, v in identities[0][1].items() if k != "condenser"}))
+        verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label, memo)
         for (threshold, params, fp), threshold_verdicts in zip(missing, verdicts, strict=True):
             with store.writer("hop_traces", run_id=run_id, producer=reader_facts_producer(threshold, config.condenser.evidence_ranker_context), fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
                 writer.write(trace_table("baleen", threshold_verdicts))

@@ -12,7 +12,7 @@ from baleen_core.condensing.calibration import evidence_at_floor
 from baleen_core.condensing.condense import hop_evidence
 from baleen_core.condensing.evidence_ranker import FEATURES, HopRead, evidence_scores
 from baleen_core.config import CondenserConfig, EvidenceRankerWeights, ReaderConfig, default_backbone
-from baleen_core.engine import ClaimInput, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
+from baleen_core.engine import ClaimInput, HopMemo, grow_pool, passages_per_hop, read_at_hop, verify_claims, verify_claims_at_thresholds
 from baleen_core.retrieval.bm25 import Bm25Retriever
 from baleen_core.retrieval.fusion import HopCountRetriever
 from helpers import passage
@@ -284,6 +284,55 @@ def test_several_thresholds_in_one_pass_equal_separate_runs_and_share_their_comm
     # hop 1 (no context) was ranked once per claim, not once per threshold; no hop asked twice
     assert len(retriever.batches[0]) == len(CLAIMS)
     assert all(len(batch) == len(set(batch)) for batch in retriever.batches)
+
+
+def assert_same_run(run, other) -> None:
+    """Two runs' verdicts read and chose the same, hop by hop, exactly; their scores agree but for
+    the last float bits, which a batch of other queries moves."""
+    def keys(scored):
+        return [s.key for s, _ in scored]
+
+    def chosen(verdicts):
+        return [(v.uid, v.pool, keys(v.facts), [(h.retrieved, keys(h.stage1_top), keys(h.kept), keys(h.evidence), keys(h.stage2), h.pool) for h in v.hops]) for v in verdicts]
+
+    def scores(verdicts):
+        return [x for v in verdicts for h in v.hops for scored in (h.stage1_top, h.kept, h.evidence, h.stage2) for _, x in scored]
+
+    assert chosen(run) == chosen(other)
+    assert scores(run) == pytest.approx(scores(other), abs=1e-5)
+
+
+def test_a_memo_carries_hops_to_later_passes_which_then_equal_passes_without_it(models):
+    """The calibration's passes (a grid, one threshold past its edge, the evidence ranker setting
+    the context): with a memo each (claim, context) hop is retrieved and condensed once over them
+    all, and every pass gives exactly what it gives alone."""
+    by_pid = {p.pid: p for p in WORLD}
+    texts = [f"{p.title} | " + " ".join(s.text for s in p.sentences) for p in WORLD]
+    retriever, memo = CountingRetriever([p.pid for p in WORLD], texts), HopMemo().bound("bm25 + untrained MiniLM")
+
+    def engine_pass(thresholds, condenser=CONDENSER, memo=memo, retriever=retriever):
+        return verify_claims_at_thresholds(
+            CLAIMS, thresholds, retriever, lambda pids: {pid: by_pid[pid] for pid in pids}, models[0], models[1], None, condenser, ReaderConfig(device="cpu"),
+            depth=6, memo=memo,
+        )
+
+    ranker_context = CONDENSER.model_copy(update={"evidence_ranker": LAST_RETRIEVED_FIRST, "evidence_ranker_context": True})
+    passes = [([100.0, -100.0], CONDENSER), ([0.0], CONDENSER), ([-100.0, 0.0], ranker_context)]
+    for thresholds, condenser in passes:
+        with_memo = engine_pass(thresholds, condenser)
+        alone = engine_pass(thresholds, condenser, memo=None, retriever=CountingRetriever([p.pid for p in WORLD], texts))
+        for run, run_alone in zip(with_memo, alone, strict=True):
+            assert_same_run(run, run_alone)
+    asked = [query for batch in retriever.batches for query in batch]
+    assert len(asked) == len(set(asked)) == memo.computed  # no (claim, context) ranked twice over the passes
+    assert sum(ctx == () for _, ctx in asked) == len(CLAIMS)  # hop 1 once per claim, in the first pass alone
+    assert memo.reused >= 2 * len(CLAIMS)  # the later passes' hop 1 at least
+    # a hop is reused only where every setting it reads is the same: fewer stage-2 facts recompute all
+    fewer_facts, counting = CONDENSER.model_copy(update={"top_facts": 3}), CountingRetriever([p.pid for p in WORLD], texts)
+    assert_same_run(engine_pass([0.0], fewer_facts, retriever=counting)[0], engine_pass([0.0], fewer_facts, memo=None)[0])
+    assert counting.batches[0] == [(c.claim, ()) for c in CLAIMS]
+    # bound to other models, the memo starts empty
+    assert len(memo) and not len(memo.bound("another index"))
 
 
 class ReversedRetriever(CountingRetriever):

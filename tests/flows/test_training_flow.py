@@ -134,6 +134,10 @@ def test_training_reduces_loss_and_improves_retrieval(pipeline_world):
     assert all(ref.manifest.params["condenser"]["evidence_ranker"] == reader.manifest.params["evidence_ranker"] for ref in ranked.values())
     assert reader.manifest.params["context_threshold"] == facts.manifest.params["condenser"]["stage2_threshold"] == ranked_choice
     assert reader.manifest.params["evidence_ranker_context"] is True
+    # the passes shared their hops: every claim's hop 1 (no context) was computed in the first pass
+    # alone, and the ranker's pass took it from there
+    assert all(ref.manifest.stats["hops_computed"] + ref.manifest.stats["hops_reused"] >= len(held) for ref in [*first.values(), *ranked.values()])
+    assert all(ref.manifest.stats["hops_reused"] >= len(held) for ref in ranked.values())
     # then the evidence floor per hop count, chosen on the ranker's scores of that run's last reads; the reader records the floors it trained with
     reads = ranked_last_reads(store, facts, claims, passages, sentences, ranker)
     assert set(reads) == held and {read.hops for read in reads.values()} <= {2, 3, 4}
