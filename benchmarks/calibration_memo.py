@@ -88,7 +88,7 @@ def main() -> None:
 
     with_memo, memo_finals = replay(HopMemo().bound("replay"))
     without, plain_finals = replay(None)
-    trained = {(name, t): {uid: sorted(facts) for uid, facts in final_facts_of(store, ref).items() if uid in set(uids)} for name, ts, refs in calls for t, ref in zip(ts, refs, strict=True)}
+    trained = {(name, t): {uid: sorted(final_facts_of(store, ref)[uid]) for uid in uids} for name, ts, refs in calls for t, ref in zip(ts, refs, strict=True)}
     differing = {f"{name} {t:g}": sum(memo_finals[(name, t)][u] != plain_finals[(name, t)][u] for u in uids) for name, t in memo_finals}
     differing_trained = {f"{name} {t:g}": sum(memo_finals[(name, t)][u] != trained[(name, t)][u] for u in uids) for name, t in memo_finals}
     total = {mode: round(sum(t["seconds"] for t in timings), 1) for mode, timings in (("memo", with_memo), ("no_memo", without))}
