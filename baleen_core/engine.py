@@ -167,9 +167,10 @@ class ComputedHop:
     condensed: CondensedHop
 
 
-#: Condenser settings that only cut what a hop computed (the context rule and the evidence
-#: ranker read the scores afterwards), so runs that differ in them alone share their hops.
-_CUT_SETTINGS = frozenset({"stage2_threshold", "evidence_ranker", "evidence_ranker_context", "device", "batch_size", "gpu_batch_tokens"})
+#: Condenser settings a hop's computing does not read: those that cut it afterwards (the context
+#: rule, the evidence ranker) and those that only place or batch it, so runs that differ in them
+#: alone share their hops.
+_SETTINGS_A_HOP_IGNORES = frozenset({"stage2_threshold", "evidence_ranker", "evidence_ranker_context", "device", "batch_size", "gpu_batch_tokens"})
 
 
 class HopMemo:
@@ -198,10 +199,15 @@ class HopMemo:
         return self
 
     def get(self, key: tuple) -> ComputedHop | None:
-        return self._hops.get(key)
+        """The hop kept under ``key`` (counted as reused), or None."""
+        hop = self._hops.get(key)
+        self.reused += hop is not None
+        return hop
 
     def keep(self, key: tuple, hop: ComputedHop) -> None:
+        """Keep a hop computed now (counted as computed)."""
         self._hops[key] = hop
+        self.computed += 1
 
     def __len__(self) -> int:
         return len(self._hops)
@@ -261,7 +267,7 @@ def verify_claims_at_thresholds(
         per_hop = {uid: n * budget[uid] for uid, n in per_hop.items()}
         budget = dict.fromkeys(budget, 1)
     runs = [(c, t) for t in range(len(thresholds)) for c in claims]  # (claim, threshold index)
-    settings = (condenser.model_dump_json(exclude=set(_CUT_SETTINGS)), depth, k, hops, single_hop)  # what a memo's hop also depends on
+    settings = None if memo is None else (condenser.model_dump_json(exclude=set(_SETTINGS_A_HOP_IGNORES)), depth, k, hops, single_hop)  # what a hop also reads
     context: list[list[tuple[Sentence, float]]] = [[] for _ in runs]
     pool: list[dict[int, None]] = [{} for _ in runs]
     traces: list[list[HopTrace]] = [[] for _ in runs]
@@ -271,17 +277,14 @@ def verify_claims_at_thresholds(
         queries = list(shared.values())
         claims_of = [runs[r][0] for r in queries]
         facts = [[s for s, _ in context[r]] for r in queries]
-        memo_keys = [(settings, *key) for key in shared]  # a hop's number changes nothing it computes
-        computed = [None if memo is None else memo.get(key) for key in memo_keys]
+        memo_keys = [] if memo is None else [(settings, *key) for key in shared]  # a hop's number changes nothing it computes
+        computed = [None] * len(queries) if memo is None else [memo.get(key) for key in memo_keys]
         todo = [q for q, known in enumerate(computed) if known is None]
         new_hops = compute_hops(retriever, passages_of, stage1, stage2, condenser, [claims_of[q] for q in todo], [facts[q] for q in todo], depth, per_hop)
         for q, hop_computed in zip(todo, new_hops, strict=True):
             computed[q] = hop_computed
             if memo is not None:
                 memo.keep(memo_keys[q], hop_computed)
-        if memo is not None:
-            memo.reused += len(queries) - len(todo)
-            memo.computed += len(todo)
         rankings = [h.ranking for h in computed]
         read = [h.read for h in computed]
         query_of = {key: q for q, key in enumerate(shared)}

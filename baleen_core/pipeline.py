@@ -286,8 +286,10 @@ def train_condensers_and_reader(
             chosen = calibrate_evidence_floors(reads, claims.gold, condenser, training.calibration.evidence_floor_grid)
             floors = {hops: floor.threshold for hops, (floor, _) in chosen.items()}
             calibration["evidence_floor_trials"] = {str(hops): [floor_trial_row(t) for t in tried] for hops, (_, tried) in chosen.items()}
-        calibration.update(threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[threshold_trial_row(t) for t in trials])
-        calibration.update(hops_computed=memo.computed, hops_reused=memo.reused)
+        calibration.update(
+            threshold=best.threshold, claims=len(held), seconds=round(time.perf_counter() - started, 2), trials=[threshold_trial_row(t) for t in trials],
+            hops_computed=memo.computed, hops_reused=memo.reused,
+        )
         calibration["evidence_floors"] = json_floors(floors)
         logger.info("context threshold and evidence floors: %s", calibration)
         final = {uid: tuple(s.fact for s, _ in facts) for uid, facts in reader_facts_at_floors(reads, floors, condenser, reader_config.last_read_facts).items()}

@@ -290,14 +290,11 @@ def verify_held_out(
         )
     used = {name: models[name] for name in ("index", "stage1", "stage2")}
     inputs = {"claims": claims.fingerprint, "passages": passages.fingerprint, **{name: ref.fingerprint for name, ref in used.items()}}
+    # what every threshold's run shares, and so what a memo's hops are bound to
+    common = {"uids": uids, "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}), "search": engine_search_params(config.search)}
     identities = []
     for threshold in thresholds:
-        params = {
-            "uids": uids,
-            "evaluation": config.evaluation.model_dump(mode="json", include={"hops", "depth", "k"}),
-            "condenser": engine_settings(config.with_stage2_threshold(threshold)),
-            "search": engine_search_params(config.search),
-        }
+        params = {**common, "condenser": engine_settings(config.with_stage2_threshold(threshold))}
         identities.append((threshold, params, fingerprint(step="verify_held_out", inputs=inputs, params=params, version=HOP_TRACES.version)))
     producer = lambda threshold: reader_facts_producer(threshold, config.condenser.evidence_ranker_context)  # noqa: E731
     found = {threshold: None if force else store.find("hop_traces", producer(threshold), fp) for threshold, _, fp in identities}
@@ -306,7 +303,7 @@ def verify_held_out(
         rows = evaluation_claims(store, claims, "train", None, uids)
         label = f"verify {len(rows)} held-out training claims · baleen without its reader · {len(missing)} context threshold(s)"
         if memo is not None:
-            memo = memo.bound(fingerprint(step="verify_held_out", inputs=inputs, params={k: v for k, v in identities[0][1].items() if k != "condenser"}))
+            memo = memo.bound(fingerprint(step="verify_held_out", inputs=inputs, params=common))
         verdicts, stats = run_engine(store, "baleen", rows, [threshold for threshold, _, _ in missing], passages, sentences, used, config, label, memo)
         for (threshold, params, fp), threshold_verdicts in zip(missing, verdicts, strict=True):
             with store.writer("hop_traces", run_id=run_id, producer=reader_facts_producer(threshold, config.condenser.evidence_ranker_context), fingerprint=fp, inputs=inputs, params=params, flow_run=flow_run_info()) as writer:
