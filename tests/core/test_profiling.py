@@ -2,6 +2,7 @@
 
 import json
 import sysconfig
+import time
 from pathlib import Path
 
 import torch
@@ -14,6 +15,13 @@ def spin(n: int) -> int:
     for i in range(n):
         total += i
     return total
+
+
+def spin_for(seconds: float) -> None:
+    """Busy host work for at least ``seconds``, however fast the CPU (a fixed loop ran under 5 ms on a fast one)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        spin(1_000)
 
 
 def encode_many(n: int) -> int:
@@ -54,7 +62,7 @@ def test_device_profile_call_times_each_region_and_the_union_of_device_intervals
             for _ in range(20):
                 a @ a
         with region("spin"):
-            spin(200_000)
+            spin_for(0.02)
         with region("multiply"):
             a @ a
         return "done"
