@@ -209,9 +209,11 @@ def run_engine(
     stats = {"claims": len(rows), "seconds": round(seconds, 1), "claims_per_second": round(len(rows) * len(thresholds) / max(seconds, 1e-9), 3), "device": device}
     if len(thresholds) > 1:
         stats["thresholds"] = len(thresholds)
+    reuse = ""
     if memo is not None:  # (claim, context) hops this pass computed, and took from earlier passes
         stats["hops_computed"], stats["hops_reused"] = memo.computed - before[0], memo.reused - before[1]
-    run_logger().info("%s: %d claims × %d threshold(s) in %.1f s (%.2f claims/s on %s)", system, len(rows), len(thresholds), seconds, stats["claims_per_second"], device)
+        reuse = f"; {stats['hops_computed']:,} hops computed, {stats['hops_reused']:,} taken from earlier passes"
+    run_logger().info("%s: %d claims × %d threshold(s) in %.1f s (%.2f claims/s on %s)%s", system, len(rows), len(thresholds), seconds, stats["claims_per_second"], device, reuse)
     return verdicts, stats
 
 

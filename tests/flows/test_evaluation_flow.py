@@ -239,6 +239,36 @@ def test_fusion_runs_the_engine_on_flipr_and_bm25_fused(evaluated_world):
 
 
 
+def test_an_engine_pass_with_a_memo_logs_the_hops_it_computed_and_took_from_earlier_passes(evaluated_world, caplog):
+    """The calibration's passes share one memo: each pass's log line (shown in the Prefect UI)
+    says how many hops it computed and how many it took from earlier passes; a pass without a
+    memo says nothing of it."""
+    import logging
+
+    from baleen_core.config import BaleenConfig
+    from baleen_core.engine import HopMemo
+    from baleen_flows.evaluation import trained_models
+    from baleen_storage.indexes import index_passages_ref
+    from baleen_tasks.evaluation import evaluation_claims, run_engine
+
+    store, config, _ = evaluated_world
+    cfg, models = BaleenConfig.load(config), trained_models(store)
+    passages, sentences = index_passages_ref(store, models["index"])
+    rows = evaluation_claims(store, store.latest("claims", "claims"), "dev", 3)
+    threshold, memo = [cfg.condenser.stage2_threshold], HopMemo().bound("these trained models")
+    caplog.set_level(logging.INFO, logger="openbaleen")
+    _, first = run_engine(store, "baleen", rows, threshold, passages, sentences, models, cfg, "first", memo=memo)
+    _, again = run_engine(store, "baleen", rows, threshold, passages, sentences, models, cfg, "again", memo=memo)
+    _, alone = run_engine(store, "baleen", rows, threshold, passages, sentences, models, cfg, "alone")
+    lines = [r.getMessage() for r in caplog.records if r.name == "openbaleen" and "threshold(s) in" in r.getMessage()]
+    assert len(lines) == 3 and first["hops_computed"] > 0 and first["hops_reused"] >= 0
+    # the same claims and settings: every hop the first pass looked up (computed, or reused within it) is reused now
+    assert again["hops_computed"] == 0 and again["hops_reused"] == first["hops_computed"] + first["hops_reused"]
+    assert lines[0].endswith(f"; {first['hops_computed']:,} hops computed, {first['hops_reused']:,} taken from earlier passes")
+    assert lines[1].endswith(f"; 0 hops computed, {again['hops_reused']:,} taken from earlier passes")
+    assert "hops computed" not in lines[2] and "hops_computed" not in alone
+
+
 def test_fusion_by_hop_count_fuses_only_the_routed_claims_hops(evaluated_world):
     """``search.fusion_hop_counts``: the claims of the listed hop counts read the fused ranking at
     hop 1, every other claim the trained FLIPR's alone; each setting is its own engine run."""
