@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
+
 from hover_mini import add_split_option, work_split  # sibling module
 
 #: What the engine decides before the reader reads: equal in every folder when only the reader's seed differs.
@@ -76,8 +78,6 @@ def main() -> None:
 
 def _reader_seed(work: Path) -> str:
     """The reader's seed as the folder's training recorded it (``training.reader.seed``)."""
-    import yaml
-
     settings = yaml.safe_load((work / "training.yaml").read_text())
     return str(settings["training"]["reader"]["seed"])
 
