@@ -20,8 +20,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from hover_mini import add_split_option, work_split  # sibling module
 
 #: What the engine decides before the reader reads: equal in every folder when only the reader's seed differs.
@@ -37,6 +35,7 @@ def main() -> None:
     if len(args.work) < 2:
         parser.error("give two or more --work folders, one per reader seed")
     os.environ.setdefault("BALEEN_HOME", str(args.work[0] / "home"))
+    from baleen_core.config import BaleenConfig
     from baleen_core.results import paired_results, results_document, results_table
     from baleen_storage import ArtifactStore
 
@@ -46,8 +45,8 @@ def main() -> None:
         if not store.refs("claim_metrics", "eval-baleen"):
             sys.exit(f"{work} holds no evaluation of baleen: run benchmarks/evaluation.py --work {work} --systems baleen first")
         metrics_ref = store.latest("claim_metrics", "eval-baleen")
-        predictions = store.read_table(store.get("predictions", metrics_ref.manifest.run_id, "eval-baleen")).to_pylist()
-        seed = _reader_seed(work)
+        predictions = store.read_table(store.get("predictions", metrics_ref.manifest.run_id, "eval-baleen"), ["uid", "prob_supported"]).to_pylist()
+        seed = BaleenConfig.load(work / "training.yaml").training.reader.seed  # the seed the folder's training recorded
         runs.append((f"seed-{seed}", {r["uid"]: r for r in store.read_table(metrics_ref).to_pylist()}, {r["uid"]: r["prob_supported"] for r in predictions}))
     first = runs[0][1]
     for name, metrics, _ in runs[1:]:
@@ -74,12 +73,6 @@ def main() -> None:
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(results_table(document, ["label_accuracy"]))
     print(f"\nwritten: {args.out}")
-
-
-def _reader_seed(work: Path) -> str:
-    """The reader's seed as the folder's training recorded it (``training.reader.seed``)."""
-    settings = yaml.safe_load((work / "training.yaml").read_text())
-    return str(settings["training"]["reader"]["seed"])
 
 
 if __name__ == "__main__":
