@@ -116,6 +116,22 @@ def results_json(document: Mapping) -> str:
     return json.dumps({**document, "claim_rows": None}, indent=1).replace('\n "claim_rows": null', f'\n "claim_rows": {block}', 1) + "\n"
 
 
+def write_results(document: Mapping, out: Path) -> Path:
+    """Write a results file (:func:`results_json`), creating its folder. The text goes to a hidden
+    file beside ``out`` first and then replaces it, so that a run stopped while writing (Ctrl-C, a
+    full disk) leaves the earlier file whole rather than a truncated one."""
+    text = results_json(document)  # serialised before anything is touched: a bad value loses nothing
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.tmp")
+    try:
+        partial.write_text(text)
+        os.replace(partial, out)
+    except BaseException:  # KeyboardInterrupt too: nothing half-written stays behind
+        partial.unlink(missing_ok=True)
+        raise
+    return out
+
+
 def claim_rows_from_results(document: Mapping, name: str) -> list[dict]:
     """The claim rows a results file carries for the run ``name`` (:func:`carried_claim_rows`).
     ValueError when it carries none, or none of that name."""
@@ -227,10 +243,7 @@ class SectionedResults:
         self.save()
 
     def save(self) -> None:
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.out.with_name(f".{self.out.name}.tmp")
-        tmp.write_text(json.dumps(self.doc, indent=1) + "\n")
-        os.replace(tmp, self.out)
+        write_results(self.doc, self.out)
 
 
 def _cell(value: dict | None, signed: bool = False) -> str:

@@ -42,7 +42,7 @@ def main() -> None:
 
     from baleen_core.config import BaleenConfig
     from baleen_core.engine import HopMemo
-    from baleen_core.results import git_commit, machine_description
+    from baleen_core.results import git_commit, machine_description, write_results
     from baleen_storage import ArtifactStore
     from baleen_tasks.condensing import final_facts_of
     from baleen_tasks.evaluation import evaluation_claims, run_engine
@@ -110,8 +110,7 @@ def main() -> None:
         "calls": {"memo": with_memo, "no_memo": without},
         "claims_with_other_final_facts": {"memo_vs_no_memo": differing, "memo_vs_training": differing_trained},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(json.dumps({k: document[k] for k in ("claims", "seconds", "speedup", "claims_with_other_final_facts")}, indent=1))
     print(f"written: {args.out}")
 

@@ -86,7 +86,7 @@ def main() -> None:
     except ValueError as err:
         sys.exit(str(err))
     os.environ.setdefault("BALEEN_HOME", str(runs[0][1] / "home"))
-    from baleen_core.results import carried_claim_rows, pooled_claim_rows, results_document, results_json, results_table
+    from baleen_core.results import carried_claim_rows, pooled_claim_rows, results_document, results_table, write_results
     from baleen_storage import ArtifactStore, StoreError
 
     pack_rows, pack_budgets = {name: [] for name in names}, {name: [] for name in names}
@@ -125,8 +125,7 @@ def main() -> None:
     if packs[names[0]] > 1:  # a claim held out in two packs counts once, from the first (pooled_claim_rows)
         document["pooled"] = {"packs": packs[names[0]], "claims": len(rows[names[0]]), "shared_claims_counted_once": shared}
         print(f"{packs[names[0]]} packs pooled: {len(rows[names[0]])} claims, {shared} held out in more than one pack counted once (from the first)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(results_json(document))
+    write_results(document, args.out)
     print(results_table(document, ["passage_em", "passage_f1", "sentence_f1", "label_accuracy", "hover_score"]))
     print(f"\nwritten: {args.out}")
 

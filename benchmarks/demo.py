@@ -84,7 +84,7 @@ def main() -> None:
     config_path = args.config.resolve() if args.config else None
     sys.path.insert(0, str(ROOT))
     from baleen_core.config import BaleenConfig, default_store_root, demo_preset
-    from baleen_core.results import results_document, results_table
+    from baleen_core.results import results_document, results_table, write_results
     from baleen_storage import ArtifactStore
     from baleen_tasks.evaluation import unresolved_claims
 
@@ -111,8 +111,7 @@ def main() -> None:
     )
     document["runs"] = [{"wall_seconds": round(w, 1), "evaluation_digest": d} for w, d in zip(walls, digests, strict=True)]
     document["identical_runs"] = len(set(digests)) == 1 if len(digests) > 1 else None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(f"\nresults file: {args.out}\n\n{results_table(document)}")
     if document["identical_runs"] is False:
         sys.exit("the demo runs produced different evaluation artifacts")

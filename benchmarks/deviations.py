@@ -54,7 +54,7 @@ def main() -> None:
     from baleen_core.condensing.layouts import _fact_budget, stage1_claim_budget, stage1_windows, token_ids
     from baleen_core.config import BaleenConfig
     from baleen_core.metrics import paired_difference, retrieval_at_k
-    from baleen_core.results import git_commit, machine_description
+    from baleen_core.results import git_commit, machine_description, write_results
     from baleen_storage import ArtifactStore
     from baleen_tasks.condensing import gold_fact_sets, passages_by_pid
 
@@ -141,8 +141,7 @@ def main() -> None:
         "stage2_fact_cut": {"facts_read": facts_read, "facts_cut": fact_cut, "share_cut": fact_cut / max(1, facts_read)},
         "flipr_context_cut": {"hop_queries": queries, "context_cut_at_context_maxlen": flipr_cut},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(json.dumps(document, indent=1))
 
 

@@ -127,7 +127,7 @@ def main() -> None:
     report = max(store.root.glob("reports/*/evaluation/report.md"), key=lambda path: path.stat().st_mtime)
     print(f"\nreport with bootstrap intervals, plots and HTML traces: {report}")
 
-    from baleen_core.results import results_document, results_table
+    from baleen_core.results import results_document, results_table, write_results
     from baleen_tasks.evaluation import unresolved_claims
 
     config = BaleenConfig.load(config_path)
@@ -154,8 +154,7 @@ def main() -> None:
     record_split(args.work, args.hover_mini, split)  # for compare_runs.py: the store keeps the claims, not what they are
     stem = "hover-mini-dev" if split == DEV_SPLIT else "hover-mini-held-out"  # a held-out pack's numbers never land in the dev file
     out = args.out or RESULTS / (f"{stem}-first{args.max_claims}.json" if args.max_claims else f"{stem}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, out)
     print(f"\nresults file: {out}\n\n{results_table(document)}")
 
 

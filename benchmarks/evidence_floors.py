@@ -59,7 +59,7 @@ def main() -> None:
     os.environ.setdefault("BALEEN_HOME", str(work / "home"))
     from baleen_core.condensing.calibration import calibrate_evidence_floors, evidence_at_floor, floor_trial_row
     from baleen_core.config import CondenserConfig, json_floors
-    from baleen_core.results import results_document, results_table
+    from baleen_core.results import results_document, results_table, write_results
     from baleen_storage import ArtifactStore, StoreError
     from baleen_tasks.condensing import gold_fact_sets
 
@@ -106,8 +106,7 @@ def main() -> None:
         "evaluation_run": evaluated.manifest.run_id,
         "trials": {str(h): [floor_trial_row(t) for t in trials] for h, (_, trials) in chosen.items()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(results_table(document, ["passage_em", "passage_f1", "sentence_em", "sentence_f1"]))
     print(f"\nwritten: {args.out}")
 

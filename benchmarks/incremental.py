@@ -326,7 +326,7 @@ def main() -> None:
     from baleen_core.demo_world import write_demo_world
     from prefect.settings import PREFECT_HOME
 
-    from baleen_core.results import git_commit, machine_description
+    from baleen_core.results import git_commit, machine_description, write_results
     from baleen_flows.temporary_server import prefect_api
 
     # a run for some datasets keeps the others' results (each entry names its own commit)
@@ -361,8 +361,7 @@ def main() -> None:
         "machine": machine_description(),
         "datasets": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(f"results file: {args.out}")
 
 

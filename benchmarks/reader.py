@@ -15,7 +15,6 @@ the last setting against each other one).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from baleen_core.condensing import read_verdicts  # noqa: E402
 from baleen_core.condensing.models import READER_LABELS, SequenceModel  # noqa: E402
 from baleen_core.config import ReaderConfig, ReaderTrainingConfig  # noqa: E402
 from baleen_core.corpus.readers import SourceRecord, read_abstracts  # noqa: E402
-from baleen_core.results import results_document, results_table  # noqa: E402
+from baleen_core.results import results_document, results_table, write_results  # noqa: E402
 from baleen_core.retrieval.tokenization import fact_text  # noqa: E402
 from baleen_core.training.condenser_trainer import ReaderExample, train_reader  # noqa: E402
 from baleen_core.training.reader_augmentation import augment_reader_examples  # noqa: E402
@@ -107,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {len(examples_in)} examples, accuracy {sum(r['label_accuracy'] for r in rows[name]) / len(held_out):.3f}", flush=True)
     # paired: the last setting minus each other one, on the same claims
     document = results_document(rows, dict.fromkeys(rows), "held-out train", time.perf_counter() - started, budgets, main=list(rows)[-1])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    write_results(document, args.out)
     print(results_table(document, ("label_accuracy",)))
     return 0
 

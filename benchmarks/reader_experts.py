@@ -18,7 +18,6 @@ that the two runs' readers are one and the same model.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -37,7 +36,7 @@ def main() -> None:
     os.environ.setdefault("BALEEN_HOME", str(args.work / "home"))
     from baleen_core.condensing import SequenceModel
     from baleen_core.condensing.lexical import logit
-    from baleen_core.results import results_document, results_table
+    from baleen_core.results import results_document, results_table, write_results
     from baleen_storage import ArtifactStore
     from baleen_tasks.condensing import passages_by_pid
 
@@ -77,8 +76,7 @@ def main() -> None:
         gaps = [abs(reader_prob[uid] - theirs[uid]) for uid in reader_prob if uid in theirs]
         document["reader_alone_check"] = {"work": str(args.reader_alone), "claims": len(gaps), "max_abs_difference": max(gaps, default=None), "same_label": sum((reader_prob[u] > 0.5) == (theirs[u] > 0.5) for u in reader_prob if u in theirs)}
         print(f"the reader's own P(SUPPORTED) against {args.reader_alone}'s: {len(gaps)} claims, largest difference {max(gaps, default=0):.2e}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(results_table(document, ["label_accuracy"]))
     print(f"\nwritten: {args.out}")
 

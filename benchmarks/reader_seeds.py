@@ -15,7 +15,6 @@ of the single readers' accuracy per claim (``mean-single``), by hop count.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ def main() -> None:
         parser.error("give two or more --work folders, one per reader seed")
     os.environ.setdefault("BALEEN_HOME", str(args.work[0] / "home"))
     from baleen_core.config import BaleenConfig
-    from baleen_core.results import paired_results, results_document, results_table
+    from baleen_core.results import paired_results, results_document, results_table, write_results
     from baleen_storage import ArtifactStore
 
     runs = []
@@ -69,8 +68,7 @@ def main() -> None:
     document = results_document(rows, {}, work_split(args.work[0], args.split), None, main="ensemble")
     document["paired"]["ensemble-mean-single"] = paired_results(rows["ensemble"], mean_single, metrics=["label_accuracy"])
     document["works"] = [str(work) for work in args.work]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(results_table(document, ["label_accuracy"]))
     print(f"\nwritten: {args.out}")
 

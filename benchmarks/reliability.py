@@ -16,7 +16,6 @@ with a bad config) are integration tests: ``pytest -m integration tests/flows/te
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -93,7 +92,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from baleen_core.config import DemoConfig
     from baleen_core.demo_world import write_demo_world
-    from baleen_core.results import git_commit, machine_description
+    from baleen_core.results import git_commit, machine_description, write_results
 
     work = args.work
     shutil.rmtree(work, ignore_errors=True)
@@ -193,8 +192,7 @@ def main() -> None:
         "world": WORLD,
         "cases": cases,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(f"results file: {args.out}")
 
 

@@ -17,7 +17,6 @@ for every FLIPR variant) and ratios against the exhaustive reference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -87,6 +86,7 @@ def main() -> None:
     import torch
 
     from baleen_core.config import BaleenConfig
+    from baleen_core.results import write_results
     from baleen_core.retrieval import Flipr, FliprSearcher, passage_text
     from baleen_storage import ArtifactStore
     from baleen_storage.indexes import index_retriever_config, open_index
@@ -224,7 +224,7 @@ def main() -> None:
     }
     print_report(results)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        write_results(results, args.json)
 
 
 def print_report(results: dict) -> None:

@@ -34,7 +34,7 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings  # noqa: E402
 
 from baleen_core.metrics import bootstrap_ci  # noqa: E402
-from baleen_core.results import git_commit, machine_description  # noqa: E402
+from baleen_core.results import git_commit, machine_description, write_results  # noqa: E402
 from baleen_flows.temporary_server import APP_FACTORY, PREFECT_APP_FACTORY, drain_queued_logs_and_events, serve_prefect_api, sqlite_database_url  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,8 +130,7 @@ def main() -> None:
         "arms": {arm: summary(seconds[arm], retries[arm]) for arm in ARMS},
         "mean_seconds_temporary_server_minus_prefect": mean_difference(seconds["temporary server"], seconds["prefect"]),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(result, args.out)
     print(json.dumps(result["arms"], indent=1))
 
 

@@ -373,7 +373,7 @@ def write_retriever_results(out: Path, rows: dict[str, list[dict]], wall: float,
     per retriever (:func:`retriever_row`), and ``pairs`` of (retriever, baseline) compared paired."""
     from datetime import datetime, timezone
 
-    from baleen_core.results import git_commit, machine_description, metric_blocks, paired_results
+    from baleen_core.results import git_commit, machine_description, metric_blocks, paired_results, write_results
 
     document = {
         "commit": git_commit(),
@@ -387,8 +387,7 @@ def write_retriever_results(out: Path, rows: dict[str, list[dict]], wall: float,
         "systems": {name: metric_blocks(system_rows, RETRIEVER_METRICS) for name, system_rows in rows.items()},
         "paired": {f"{name} − {baseline}": paired_results(rows[name], rows[baseline], metrics=RETRIEVER_METRICS) for name, baseline in pairs},
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, out)
     print(f"\nretriever results: {out}")
     for name in rows:
         block = document["systems"][name]["all"]

@@ -32,7 +32,7 @@ from baleen_core.condensing import SequenceModel, Stage1Query
 from baleen_core.condensing.condense import stage1_inputs
 from baleen_core.config import CondenserConfig, RetrieverConfig
 from baleen_core.dataset import load_claims, load_corpus
-from baleen_core.results import git_commit, machine_description
+from baleen_core.results import git_commit, machine_description, write_results
 from baleen_core.retrieval import Flipr
 from baleen_core.training.flipr_trainer import FliprExample, flipr_batch_loss
 
@@ -129,8 +129,7 @@ def main() -> None:
         "steps": {"flipr": "16 queries, 64 passages (1 + 3 each), forward + backward", "stage1": "8 hops of 1 + 4 passages, every window, forward + backward"},
         **results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write_results(document, args.out)
     print(json.dumps(results, indent=1))
 
 

@@ -4,10 +4,11 @@ and the README table generated from one."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from baleen_core.results import RESULT_METRICS, carried_claim_rows, claim_rows_from_results, majority_class, paired_results, pooled_claim_rows, results_document, results_json, results_table
+from baleen_core.results import RESULT_METRICS, carried_claim_rows, claim_rows_from_results, majority_class, paired_results, pooled_claim_rows, results_document, results_json, results_table, write_results
 
 
 def _row(uid, hops, passage_f1, facts=3, label="SUPPORTED", passages=2, depth=100):
@@ -134,6 +135,26 @@ def test_a_retriever_comparison_file_has_the_shared_shape_and_a_table_of_its_own
     assert table.splitlines()[0] == "| system | hops | claims | retrieval_at_25 | chain_reached |"
     assert "| flipr | all | 2 | 0.500 [" in table and "| flipr − bm25 | all | +0.000 [+0.000, +0.000] | +1.000 [+1.000, +1.000] |" in table
     assert "max facts" not in table and "2 held-out train claims; majority class —" in table
+
+
+def test_a_results_file_stopped_while_writing_keeps_the_earlier_one_whole(tmp_path, monkeypatch):
+    """write_results makes the folder and writes results_json's text (claim rows one per line);
+    interrupted mid-write (Ctrl-C), the earlier file is left as it was and nothing partial beside it."""
+    rows = [_row("p1-a", 2, 1.0)]
+    earlier = {**results_document({"baleen": rows}, {}, "dev", None), "claim_rows": carried_claim_rows({"baleen": rows})}
+    out = write_results(earlier, tmp_path / "results" / "run.json")
+    assert out.read_text() == results_json(earlier)
+    original_write = Path.write_text
+
+    def write_half_then_interrupt(path, text, *args, **kwargs):
+        original_write(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", write_half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_results({**earlier, "split": "held-out train"}, out)
+    monkeypatch.undo()
+    assert out.read_text() == results_json(earlier) and [p.name for p in out.parent.iterdir()] == ["run.json"]
 
 
 def test_a_sectioned_results_file_keeps_what_a_run_of_the_same_commit_measured(tmp_path):
